@@ -1,0 +1,48 @@
+"""The FastAPI application: state, error handlers, middleware and routers, built by one factory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, AsyncIterator
+
+import xoscar as xo
+from fastapi import FastAPI
+
+from xinference import __version__
+from xinference.api.auth import ApiKeyMiddleware
+from xinference.api.errors import install_error_handlers
+from xinference.api.route_cache import RouteTable
+from xinference.api.routers import cluster, generation, models
+from xinference.api.serving.generation import GenerationService
+from xinference.api.serving.models import ModelsService
+from xinference.core.supervisor import SupervisorActor
+
+__all__ = ["create_app"]
+
+
+def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) -> FastAPI:
+    """An API bound to the supervisor at ``supervisor_address`` (an xoscar address)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        supervisor: Any = await xo.actor_ref(address=supervisor_address, uid=SupervisorActor.default_uid())
+        routes = RouteTable(supervisor)
+        app.state.supervisor = supervisor
+        app.state.generation = GenerationService(routes)
+        app.state.models = ModelsService(supervisor, routes)
+        watcher = asyncio.create_task(routes.watch())
+        try:
+            yield
+        finally:
+            watcher.cancel()
+
+    app = FastAPI(title="Xinference", version=__version__, lifespan=lifespan)
+    app.state.api_keys = api_keys
+    app.state.supervisor_address = supervisor_address
+    install_error_handlers(app)
+    for module in (cluster, models, generation):
+        module.attach_router(app)
+    if api_keys:
+        app.add_middleware(ApiKeyMiddleware, keys=api_keys)
+    return app

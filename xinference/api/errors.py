@@ -1,0 +1,90 @@
+"""The API's one error envelope, and the only place exceptions become HTTP responses.
+
+Every non-2xx body is ``{"error": {"message", "type", "param", "code"}, "detail": message}``: OpenAI's shape, plus
+``detail`` because the official Xinference client reads its error text from there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from xinference.errors import InvalidRequest, XinferenceError
+
+__all__ = ["error_body", "error_frame", "install_error_handlers", "validation_message"]
+
+logger = logging.getLogger(__name__)
+
+_HTTP_TYPES = {401: "authentication_error", 404: "not_found_error", 405: "invalid_request_error"}
+
+
+def error_body(
+    message: str, error_type: str, *, param: str | None = None, code: str | int | None = None
+) -> dict[str, Any]:
+    """Build the error envelope (the only function that does)."""
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}, "detail": message}
+
+
+def error_frame(exc: XinferenceError) -> bytes:
+    """An SSE frame carrying an error, for failures after a stream has started."""
+    body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _response(exc: XinferenceError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.message, exc.error_type, param=exc.param, code=exc.code), status_code=exc.status_code
+    )
+
+
+def validation_message(errors: list[Any]) -> tuple[str, str | None]:
+    """A one-line message naming the first bad field, and that field's dotted path."""
+    first = errors[0] if errors else {}
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    field = ".".join(loc) or None
+    if first.get("type") == "json_invalid":
+        return f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first.get('msg'))}", None
+    if first.get("type") == "missing":
+        return f"missing required field {field!r}", field
+    if field is None:
+        return f"invalid request body: {first.get('msg', 'unreadable')}", None
+    return f"invalid value for {field!r}: {first.get('msg')}", field
+
+
+async def _on_xinference_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, XinferenceError)
+    if exc.status_code >= 500:
+        logger.error("%s %s failed: %s", request.method, request.url.path, exc.message)
+    return _response(exc)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    message, field = validation_message(list(exc.errors()))
+    return _response(InvalidRequest(message, param=field))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    message = str(exc.detail) if exc.status_code != 404 else f"no route {request.method} {request.url.path}"
+    body = error_body(message, _HTTP_TYPES.get(exc.status_code, "invalid_request_error"), code=exc.status_code)
+    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unexpected error on %s %s", request.method, request.url.path)
+    body = error_body("internal server error; see the server log", "internal_error", code="internal_error")
+    return JSONResponse(body, status_code=500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(XinferenceError, _on_xinference_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(Exception, _on_unexpected)

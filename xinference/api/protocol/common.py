@@ -1,0 +1,28 @@
+"""Shared pieces of the request models. No engine, torch or xoscar imports here."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+__all__ = ["OpenAIRequest"]
+
+logger = logging.getLogger("xinference.api.protocol")
+_reported: set[str] = set()
+
+
+class OpenAIRequest(BaseModel):
+    """Base of OpenAI-style requests: unknown fields are accepted (clients send many) but logged once each."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _log_unknown(self) -> Any:
+        for name in self.model_extra or {}:
+            key = f"{type(self).__name__}.{name}"
+            if key not in _reported:
+                _reported.add(key)
+                logger.info("ignoring unsupported field %r in %s", name, type(self).__name__)
+        return self

@@ -1,0 +1,95 @@
+"""Request model of ``POST /v1/models`` (launch), compatible with the official Xinference client.
+
+That client sends every optional field, most as ``null``. Null (or the neutral value) is accepted; a value the
+platform cannot honour yet is a 400 that names the field. Fields this model does not know are the engine's launch
+options (``n_ctx=4096``) and are validated by the engine's own config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator
+
+from xinference.api.protocol.common import OpenAIRequest
+from xinference.errors import InvalidRequest, UnsupportedOption
+from xinference.model.spec import validate_model_name
+
+__all__ = ["LaunchModelRequest"]
+
+#: Official-client fields that must be null (or neutral) for now, with why.
+_NOT_YET: dict[str, str] = {
+    "peft_model_config": "LoRA adapters are not supported yet",
+    "request_limits": "per-model request limits are not supported yet",
+    "worker_ip": "choosing a worker arrives with multi-node clusters",
+    "gpu_idx": "choosing GPUs arrives with multi-node clusters",
+    "replica_config": "per-replica placement arrives with multi-node clusters",
+    "model_path": "launching from a local path is not supported yet",
+    "enable_thinking": "thinking control is not supported yet",
+    "enable_virtual_env": "per-model virtual environments are not supported",
+    "virtual_env_packages": "per-model virtual environments are not supported",
+    "virtual_env_find_links": "per-model virtual environments are not supported",
+    "envs": "per-model environment variables are not supported yet",
+}
+_NEUTRAL: tuple[Any, ...] = (None, False, [], {}, "")
+
+
+class LaunchModelRequest(OpenAIRequest):
+    """``POST /v1/models``."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    model_name: str = Field(min_length=1)
+    model_type: str = "LLM"
+    model_engine: str | None = None
+    model_uid: str | None = None
+    model_format: str | None = None
+    model_size_in_billions: int | str | float | None = None
+    quantization: str | None = None
+    replica: int = Field(default=1, ge=1, le=64)
+    n_worker: int | None = Field(default=1, ge=1)
+    n_gpu: int | str | None = "auto"
+
+    @field_validator("model_name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+    @field_validator("model_uid")
+    @classmethod
+    def _uid(cls, value: str | None) -> str | None:
+        return None if value is None else validate_model_name(value, "model_uid")
+
+    @field_validator("n_gpu")
+    @classmethod
+    def _n_gpu(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, str) and value != "auto":
+            raise ValueError("n_gpu is 'auto', null (CPU only) or a number of GPUs")
+        if isinstance(value, int) and value < 0:
+            raise ValueError("n_gpu cannot be negative")
+        return value
+
+    def to_launch(self) -> dict[str, Any]:
+        """The supervisor's launch dict; raises UnsupportedOption for options set that are not supported yet."""
+        extra = dict(self.model_extra or {})
+        for field, why in _NOT_YET.items():
+            if field in extra and not any(extra[field] == neutral for neutral in _NEUTRAL):
+                raise UnsupportedOption(f"{field} is set but {why}; leave it null", param=field)
+            extra.pop(field, None)
+        if self.n_worker not in (None, 1):
+            raise UnsupportedOption("n_worker > 1 (one model across several workers) is not supported", "n_worker")
+        for key in extra:
+            if not key.isidentifier():
+                raise InvalidRequest(f"invalid launch option name {key[:60]!r}", param=key)
+        return {
+            "model_name": self.model_name,
+            "model_type": self.model_type,
+            "model_engine": self.model_engine,
+            "model_uid": self.model_uid,
+            "model_format": self.model_format,
+            "model_size_in_billions": self.model_size_in_billions,
+            "quantization": self.quantization,
+            "replica": self.replica,
+            "n_gpu": self.n_gpu,
+            "engine_kwargs": extra,
+        }

@@ -1,0 +1,119 @@
+"""The API's cached route table: model uid → its replicas' ModelActor refs.
+
+Requests look routes up here and call the model actor directly (one actor hop). The table is rebuilt from the
+supervisor when a uid is missing or when the supervisor's table ``version`` moves (watched in the background), so
+the supervisor is never on the per-request path. A replica is chosen by fewest outstanding requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, TypeVar
+
+import xoscar as xo
+
+from xinference.core.model_actor import ModelActor
+from xinference.errors import ModelNotFound, ModelUnavailable, XinferenceError
+
+__all__ = ["Replica", "Route", "RouteTable", "model_call"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class Replica:
+    address: str
+    ref: Any
+    outstanding: int = 0
+
+
+@dataclass
+class Route:
+    model_uid: str
+    model_type: str
+    model_ability: list[str]
+    replicas: list[Replica] = field(default_factory=list)
+
+    def pick(self) -> Replica:
+        if not self.replicas:
+            raise ModelUnavailable(f"model {self.model_uid!r} has no serving replica")
+        return min(self.replicas, key=lambda r: r.outstanding)
+
+
+@contextlib.contextmanager
+def _tracking(replica: Replica) -> Any:
+    replica.outstanding += 1
+    try:
+        yield replica
+    finally:
+        replica.outstanding -= 1
+
+
+async def model_call(routes: RouteTable, uid: str, call: Awaitable[T]) -> T:
+    """Await an actor call on a model; a vanished model process becomes ModelUnavailable (503), not a 500."""
+    try:
+        return await call
+    except XinferenceError:
+        raise
+    except (xo.ServerClosed, xo.ActorNotExist, ConnectionError, OSError) as exc:
+        routes.invalidate()
+        raise ModelUnavailable(f"model {uid!r} is not reachable (its process may have died): {exc}") from None
+
+
+class RouteTable:
+    """Cache of the supervisor's routes, with reuse of replica objects (and their counters) across refreshes."""
+
+    def __init__(self, supervisor: Any) -> None:
+        self._supervisor = supervisor
+        self._routes: dict[str, Route] = {}
+        self._version = -1
+        self._lock = asyncio.Lock()
+        self._stale = True
+
+    async def get(self, model_uid: str) -> Route:
+        route = self._routes.get(model_uid)
+        if route is None or self._stale:
+            await self.refresh()
+            route = self._routes.get(model_uid)
+        if route is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running; GET /v1/models lists the running models",
+                                param="model")
+        return route
+
+    def invalidate(self) -> None:
+        self._stale = True
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            version, routes = await self._supervisor.get_routes()
+            old = {r.address: r for route in self._routes.values() for r in route.replicas}
+            fresh: dict[str, Route] = {}
+            for uid, info in routes.items():
+                replicas = []
+                for address in info["replicas"]:
+                    replica = old.get(address)
+                    if replica is None:
+                        replica = Replica(address, await xo.actor_ref(address=address, uid=ModelActor.default_uid()))
+                    replicas.append(replica)
+                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), replicas)
+            self._routes, self._version, self._stale = fresh, version, False
+
+    async def watch(self, interval: float = 1.0) -> None:
+        """Refresh whenever the supervisor's version moves (runs for the API's lifetime)."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await self._supervisor.route_version() != self._version:
+                    await self.refresh()
+            except Exception:  # noqa: BLE001 - the supervisor may be restarting; retry next tick
+                logger.debug("route refresh failed", exc_info=True)
+
+    @contextlib.asynccontextmanager
+    async def use(self, route: Route) -> AsyncIterator[Replica]:
+        """Pick a replica and count the request against it while the block runs."""
+        with _tracking(route.pick()) as replica:
+            yield replica

@@ -1,0 +1,44 @@
+"""Routes for launching, listing, describing and terminating models: dispatch only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+
+from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.serving.models import ModelsService
+
+__all__ = ["attach_router"]
+
+router = APIRouter()
+
+
+def _service(request: Request) -> ModelsService:
+    service: ModelsService = request.app.state.models
+    return service
+
+
+@router.post("/v1/models")
+async def launch_model(body: LaunchModelRequest, request: Request, wait_ready: bool = True) -> dict[str, Any]:
+    return await _service(request).launch(body, wait_ready=wait_ready)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    return await _service(request).list()
+
+
+@router.get("/v1/models/{model_uid}")
+async def describe_model(model_uid: str, request: Request) -> dict[str, Any]:
+    return await _service(request).describe(model_uid)
+
+
+@router.delete("/v1/models/{model_uid}")
+async def terminate_model(model_uid: str, request: Request) -> dict[str, Any]:
+    await _service(request).terminate(model_uid)
+    return {"model_uid": model_uid, "terminated": True}
+
+
+def attach_router(app: FastAPI) -> None:
+    app.include_router(router)

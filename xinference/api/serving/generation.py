@@ -1,0 +1,102 @@
+"""What ``/v1/chat/completions`` and ``/v1/completions`` do.
+
+Validation and the model lookup happen before the first byte, so a bad request still gets its proper status
+code; once a stream has started, a failure is sent as an error frame followed by ``[DONE]``. A client that goes
+away mid-stream makes the model actor abort the request, which frees the engine's slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, Literal, Union
+
+from xinference.api.errors import error_frame
+from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
+from xinference.api.route_cache import Replica, Route, RouteTable, model_call
+from xinference.api.sse import DONE_FRAME, encode_frames
+from xinference.errors import EngineError, WrongModelType, XinferenceError
+
+__all__ = ["GenerationService"]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["chat", "completions"]
+_NEEDS = {"chat": "chat", "completions": "generate"}
+
+
+class GenerationService:
+    """Runs chat and text completions against the model actors found through the route table."""
+
+    def __init__(self, routes: RouteTable) -> None:
+        self._routes = routes
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def create(
+        self, kind: Kind, body: Union[ChatCompletionRequest, CompletionRequest]
+    ) -> dict[str, Any] | AsyncIterator[bytes]:
+        """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
+        route = await self._routes.get(body.model)
+        self._check_ability(route, kind)
+        params = body.to_engine_params()
+        if not body.stream:
+            async with self._routes.use(route) as replica:
+                method = replica.ref.chat if kind == "chat" else replica.ref.completions
+                result: dict[str, Any] = await model_call(self._routes, route.model_uid, method(params))
+                return result
+        return await self._open(route, kind, params)
+
+    @staticmethod
+    def _check_ability(route: Route, kind: Kind) -> None:
+        needed = _NEEDS[kind]
+        if route.model_type != "LLM" or needed not in route.model_ability:
+            what = "chat completions" if kind == "chat" else "text completions"
+            raise WrongModelType(
+                f"model {route.model_uid!r} is a {route.model_type} model with abilities "
+                f"{', '.join(route.model_ability)}; it cannot serve {what}",
+                param="model",
+            )
+
+    async def _open(self, route: Route, kind: Kind, params: dict[str, Any]) -> AsyncIterator[bytes]:
+        replica = route.pick()
+        replica.outstanding += 1
+        try:
+            stream_id, batch, done = await model_call(
+                self._routes, route.model_uid, replica.ref.open_stream(kind, params)
+            )
+        except BaseException:
+            replica.outstanding -= 1
+            raise
+        return self._relay(route.model_uid, replica, stream_id, batch, done)
+
+    async def _relay(
+        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool
+    ) -> AsyncIterator[bytes]:
+        finished = done
+        try:
+            yield encode_frames(batch)
+            while not done:
+                batch, done = await model_call(self._routes, uid, replica.ref.pull(stream_id))
+                if batch:
+                    yield encode_frames(batch)
+            finished = True
+            yield DONE_FRAME
+        except XinferenceError as exc:
+            finished = True
+            yield error_frame(exc)
+            yield DONE_FRAME
+        except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing frame
+            finished = True
+            logger.exception("stream %s of %s failed", stream_id, uid)
+            yield error_frame(EngineError(f"the stream failed: {type(exc).__name__}"))
+            yield DONE_FRAME
+        finally:
+            replica.outstanding -= 1
+            if not finished:
+                self._abort_later(replica, stream_id)
+
+    def _abort_later(self, replica: Replica, stream_id: str) -> None:
+        """The client left: tell the model actor, from a task of its own (this one is being cancelled)."""
+        task = asyncio.get_running_loop().create_task(replica.ref.abort(stream_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

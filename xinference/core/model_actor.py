@@ -1,0 +1,195 @@
+"""ModelActor: one model replica, alone in its own subprocess, owning one engine adapter.
+
+The API calls it directly (one actor hop per request; the supervisor is never on this path). Streams are pulled
+in batches: ``open_stream`` starts a request and returns its first chunks, then each ``pull`` returns every chunk
+produced since the previous one, so the per-message cost of a cross-process call is paid per batch, not per token.
+A stream that nobody pulls for ``STALE_STREAM_SECONDS`` (its client vanished with the API) is aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import xoscar as xo
+
+from xinference.engines.base import ChunkStream, Engine
+from xinference.errors import ModelUnavailable, WrongModelType, XinferenceError
+
+__all__ = ["STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor"]
+
+logger = logging.getLogger(__name__)
+
+STALE_STREAM_SECONDS = 120.0
+#: Environment variable the worker sets for the subprocess: where its stdout/stderr (engine output too) go.
+LOG_ENV = "XINFERENCE_MODEL_LOG"
+
+
+@dataclass
+class LaunchPlan:
+    """Everything a model subprocess needs to load one replica; built by the supervisor, sent as a dict."""
+
+    model_uid: str
+    replica_uid: str
+    model_engine: str
+    family: dict[str, Any]
+    spec: dict[str, Any]
+    quantization: str
+    engine_config: dict[str, Any]
+    hardware: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _OpenStream:
+    stream: ChunkStream
+    last_pull: float
+
+
+def redirect_output_to(path: str) -> None:
+    """Send this process's fds 1 and 2 (C libraries included) to ``path`` so crashes leave their last words."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+
+
+class ModelActor(xo.StatelessActor):
+    """Serves one replica. Stateless in xoscar's sense: calls run concurrently, the engine does the batching."""
+
+    def __init__(self, plan: dict[str, Any]) -> None:
+        super().__init__()
+        self._plan = LaunchPlan(**plan)
+        self._engine: Engine | None = None
+        self._streams: dict[str, _OpenStream] = {}
+        self._ids = itertools.count()
+        self._reaper: asyncio.Task[None] | None = None
+
+    @classmethod
+    def default_uid(cls) -> str:
+        return "model"
+
+    async def __post_create__(self) -> None:
+        log_path = os.environ.get(LOG_ENV)
+        if log_path:
+            redirect_output_to(log_path)
+        self._reaper = asyncio.create_task(self._reap_stale_streams())
+
+    async def __pre_destroy__(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        await self.unload()
+
+    async def load(self) -> dict[str, Any]:
+        """Find the weights and load the engine; returns what the engine resolved (for ``describe``)."""
+        from xinference.core.hardware import HardwareInfo
+        from xinference.engines.registry import get_engine_class
+        from xinference.model.download import resolve_model_path
+        from xinference.model.spec import ModelFamily, ModelSpec
+
+        plan = self._plan
+        started = time.monotonic()
+        family = ModelFamily.model_validate(plan.family)
+        spec = ModelSpec.model_validate(plan.spec)
+        engine_cls = get_engine_class(plan.model_engine)
+        path = await asyncio.to_thread(resolve_model_path, spec, plan.quantization)
+        engine = engine_cls(
+            model_uid=plan.model_uid,
+            family=family,
+            spec=spec,
+            quantization=plan.quantization,
+            model_path=path,
+            config=engine_cls.parse_config(plan.engine_config),
+            hardware=HardwareInfo.model_validate(plan.hardware),
+        )
+        await engine.load()
+        self._engine = engine
+        logger.info("%s loaded with %s in %.2fs", plan.replica_uid, plan.model_engine, time.monotonic() - started)
+        resolved = getattr(engine, "resolved", None)
+        return {"pid": os.getpid(), "engine_config": resolved.model_dump() if resolved is not None else {}}
+
+    async def unload(self) -> None:
+        for entry in self._streams.values():
+            entry.stream.cancel()
+        self._streams.clear()
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await engine.unload()
+
+    def _ready(self) -> Engine:
+        if self._engine is None:
+            raise ModelUnavailable(f"model {self._plan.model_uid!r} is not loaded")
+        return self._engine
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._ready().chat(request)
+
+    async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._ready().completions(request)
+
+    async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
+        """Start a streamed ``chat`` or ``completions`` request; returns (stream id, first chunks, done).
+
+        Errors that happen before the first chunk (a prompt too long, a bad parameter) are raised here, so the API
+        can still answer with a proper status code.
+        """
+        engine = self._ready()
+        if kind == "chat":
+            stream = await engine.chat_stream(request)
+        elif kind == "completions":
+            stream = await engine.completions_stream(request)
+        else:
+            raise WrongModelType(f"unknown stream kind {kind!r}")
+        batch, done = await stream.next_batch()
+        stream_id = f"s{next(self._ids)}"
+        if not done:
+            self._streams[stream_id] = _OpenStream(stream, time.monotonic())
+        return stream_id, batch, done
+
+    async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]:
+        """Every chunk produced since the last pull (waits for at least one); ``done`` ends the stream."""
+        entry = self._streams.get(stream_id)
+        if entry is None:
+            return [], True
+        entry.last_pull = time.monotonic()
+        try:
+            batch, done = await entry.stream.next_batch()
+        except XinferenceError:
+            self._streams.pop(stream_id, None)
+            raise
+        if done:
+            self._streams.pop(stream_id, None)
+        return batch, done
+
+    async def abort(self, stream_id: str) -> bool:
+        """Stop a stream (its client went away); the engine frees the slot at its next token."""
+        entry = self._streams.pop(stream_id, None)
+        if entry is None:
+            return False
+        entry.stream.cancel()
+        return True
+
+    async def describe(self) -> dict[str, Any]:
+        return {"model_uid": self._plan.model_uid, "replica_uid": self._plan.replica_uid, "pid": os.getpid(),
+                "loaded": self._engine is not None, "open_streams": len(self._streams)}
+
+    async def _reap_stale_streams(self) -> None:
+        while True:
+            await asyncio.sleep(STALE_STREAM_SECONDS / 4)
+            now = time.monotonic()
+            for stream_id, entry in list(self._streams.items()):
+                if now - entry.last_pull > STALE_STREAM_SECONDS:
+                    logger.warning("aborting stream %s: not pulled for %.0fs", stream_id, now - entry.last_pull)
+                    await self.abort(stream_id)

@@ -1,0 +1,231 @@
+"""The engine interface every backend adapter implements.
+
+An engine adapter wraps one inference library (llama.cpp, Transformers, vLLM, ...) behind the same small surface,
+so the model actor, the worker and the API never branch on the engine. Adding an engine means one new folder under
+``engines/`` (``engine.py`` + ``config.py``) and one line in :mod:`xinference.engines.registry`.
+
+Life cycle, inside the model's own subprocess::
+
+    engine = EngineClass(model_uid=..., family=..., spec=..., quantization=..., model_path=..., config=..., hardware=...)
+    await engine.load()            # raises LaunchFailed with the backend's own error text
+    await engine.chat(request)     # one OpenAI-shaped response dict
+    stream = await engine.chat_stream(request)
+    batch, done = await stream.next_batch()   # every chunk produced since the last call
+    stream.cancel()                # client went away: the backend stops at its next token and frees the slot
+    await engine.unload()
+
+Requests arrive as plain dicts already validated by the API (OpenAI field names). Responses and chunks are
+OpenAI-shaped dicts whose ``model`` is the model uid, never a file path, and which always carry ``usage`` on full
+responses (and on the last chunk when ``stream_options.include_usage`` is set).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from xinference.errors import InvalidRequest, WrongModelType, XinferenceError
+
+if TYPE_CHECKING:
+    from xinference.core.hardware import HardwareInfo
+    from xinference.model.spec import ModelFamily, ModelSpec
+
+__all__ = ["ChunkStream", "Engine", "Verdict"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an engine can do something here; when it cannot, ``reason`` is a sentence a user understands."""
+
+    accepted: bool
+    reason: str = ""
+
+    @classmethod
+    def ok(cls) -> Verdict:
+        return cls(True)
+
+    @classmethod
+    def reject(cls, reason: str) -> Verdict:
+        return cls(False, reason)
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
+class ChunkStream:
+    """A buffer between a producer (an engine thread, or a task) and one consumer pulling in batches.
+
+    Why batches: a cross-process actor message costs hundreds of microseconds, so the model actor never sends one
+    message per token. The producer pushes chunks as they come without ever waiting; each ``next_batch()`` returns
+    everything produced since the previous call. ``push``/``finish`` are safe from any thread; ``next_batch`` and
+    ``cancel`` run on the actor's event loop.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop or asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self._items: list[dict[str, Any]] = []
+        self._waiter: asyncio.Future[None] | None = None
+        self._finished = False
+        self._error: BaseException | None = None
+        self.cancelled = False
+
+    def push(self, item: dict[str, Any]) -> None:
+        """Add one chunk (any thread). Ignored after ``finish``."""
+        with self._lock:
+            if self._finished:
+                return
+            self._items.append(item)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Mark the end of the stream (any thread); ``error`` is raised to the consumer after the buffered chunks.
+
+        Only the first call counts.
+        """
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            self._error = error
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+    def cancel(self) -> None:
+        """Ask the producer to stop (it checks ``cancelled`` before each token) and end the stream."""
+        self.cancelled = True
+        self.finish()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    async def next_batch(self) -> tuple[list[dict[str, Any]], bool]:
+        """Wait for at least one chunk or the end; return ``(chunks, done)``.
+
+        When the producer failed, the buffered chunks come first and the error is raised by the following call.
+        """
+        while True:
+            with self._lock:
+                if self._items:
+                    batch, self._items = self._items, []
+                    return batch, self._finished and self._error is None
+                if self._finished:
+                    if self._error is not None:
+                        error, self._error = self._error, None
+                        raise error
+                    return [], True
+                waiter = self._loop.create_future()
+                self._waiter = waiter
+            await waiter
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class Engine(abc.ABC):
+    """One backend adapter. Subclasses set the class flags and implement the abstract methods.
+
+    Class flags (read by the matcher and the supervisor, which never test an engine's identity):
+
+    - ``name``: the user-facing engine name (``llama.cpp``, ``Transformers``, ...).
+    - ``model_types``: model types it serves (``LLM``, ``embedding``, ``rerank``).
+    - ``model_formats``: weight formats it loads.
+    - ``continuous_batching``: whether concurrent requests share decoding steps.
+    - ``config_class``: the pydantic model of its launch kwargs (``extra="forbid"``: a typo is a 400).
+    """
+
+    name: ClassVar[str]
+    model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
+    model_formats: ClassVar[frozenset[str]]
+    continuous_batching: ClassVar[bool] = False
+    config_class: ClassVar[type[BaseModel]]
+
+    def __init__(
+        self,
+        *,
+        model_uid: str,
+        family: ModelFamily,
+        spec: ModelSpec,
+        quantization: str,
+        model_path: str,
+        config: BaseModel,
+        hardware: HardwareInfo,
+    ) -> None:
+        self.model_uid = model_uid
+        self.family = family
+        self.spec = spec
+        self.quantization = quantization
+        self.model_path = model_path
+        self.config = config
+        self.hardware = hardware
+
+    # -- fit: called in the supervisor, before any process is started ------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def check_lib(cls) -> Verdict:
+        """Is the backend library importable here, at a version this adapter supports? Must be cheap."""
+
+    @classmethod
+    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
+        """Can this engine run ``spec`` of ``family`` on ``hardware``? The default checks type and format."""
+        if family.model_type not in cls.model_types:
+            return Verdict.reject(f"{cls.name} does not serve {family.model_type} models")
+        if spec.model_format not in cls.model_formats:
+            formats = ", ".join(sorted(cls.model_formats))
+            return Verdict.reject(f"{cls.name} only runs {formats} weights, not {spec.model_format}")
+        return Verdict.ok()
+
+    @classmethod
+    def parse_config(cls, kwargs: dict[str, Any]) -> BaseModel:
+        """Validate launch kwargs into ``config_class``; InvalidRequest names the offending field."""
+        try:
+            return cls.config_class.model_validate(dict(kwargs))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "kwargs"
+            if first["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.config_class.model_fields))
+                message = f"{cls.name} does not take a launch option {field!r}; it accepts: {known}"
+            else:
+                message = f"invalid {cls.name} launch option {field!r}: {first['msg']}"
+            raise InvalidRequest(message, param=field) from None
+
+    # -- life cycle, in the model subprocess --------------------------------------------------------------------
+    @abc.abstractmethod
+    async def load(self) -> None:
+        """Load the weights; raise LaunchFailed carrying the backend's error text."""
+
+    @abc.abstractmethod
+    async def unload(self) -> None:
+        """Free everything ``load`` took. Called once; must not raise."""
+
+    # -- serving ------------------------------------------------------------------------------------------------
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One chat completion (``chat.completion`` dict)."""
+        raise self._unsupported("chat")
+
+    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
+        """Start a streamed chat completion; chunks are ``chat.completion.chunk`` dicts."""
+        raise self._unsupported("chat")
+
+    async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One text completion (``text_completion`` dict)."""
+        raise self._unsupported("generate")
+
+    async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
+        """Start a streamed text completion."""
+        raise self._unsupported("generate")
+
+    def _unsupported(self, ability: str) -> XinferenceError:
+        return WrongModelType(f"model {self.model_uid!r} served by {self.name} cannot {ability}")

@@ -1,0 +1,241 @@
+"""llama.cpp through ``xllamacpp``: GGUF models with continuous batching over ``n_parallel`` slots.
+
+``xllamacpp.Server`` runs llama.cpp's own server loop in-process and answers OpenAI-shaped JSON through
+``handle_chat_completions``/``handle_completions``. Each call blocks its calling thread until the request ends, so
+every request runs on a thread of this engine's pool while llama.cpp batches the slots together; streamed chunks
+are handed to the model actor through a :class:`ChunkStream` without waiting on it.
+
+The server also opens llama.cpp's HTTP port. It is bound to loopback and locked with a random API key that never
+leaves this process, so nothing but this adapter can use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, ClassVar, Iterator
+
+from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.llama_cpp.config import LlamaCppConfig, ResolvedLlamaCppConfig
+from xinference.errors import (
+    ContextLengthExceeded,
+    EngineError,
+    InvalidRequest,
+    LaunchFailed,
+    ModelUnavailable,
+    XinferenceError,
+)
+
+__all__ = ["LlamaCppEngine", "error_from_llama"]
+
+logger = logging.getLogger(__name__)
+
+_INSTALL_HINT = "pip install xllamacpp"
+
+#: Request fields passed to llama.cpp (OpenAI names plus llama.cpp sampling extensions); anything else the API
+#: accepted is not forwarded.
+_FORWARDED = (
+    "messages",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "chat_template_kwargs",
+    "ignore_eos",
+    "stream",
+    "stream_options",
+)
+
+
+def error_from_llama(error: dict[str, Any]) -> XinferenceError:
+    """Turn llama.cpp's error object into the platform's error class, with a message a user can act on."""
+    message = str(error.get("message", "llama.cpp error"))
+    kind = error.get("type")
+    if kind == "exceed_context_size_error":
+        prompt, ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+        return ContextLengthExceeded(
+            f"the prompt is {prompt} tokens but this model's context holds {ctx} tokens; shorten the prompt or "
+            f"relaunch the model with a larger n_ctx",
+            param="messages",
+        )
+    code = error.get("code")
+    if code == 400 or kind == "invalid_request_error":
+        return InvalidRequest(message)
+    if code == 503 or kind == "unavailable_error":
+        return ModelUnavailable(message)
+    return EngineError(f"llama.cpp failed: {message}")
+
+
+@contextlib.contextmanager
+def _backend_errors() -> Iterator[None]:
+    """Translate what xllamacpp raises on bad input (ValueError) or failure into the platform's errors."""
+    try:
+        yield
+    except XinferenceError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest(f"llama.cpp rejected the request: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - every backend failure becomes an EngineError
+        raise EngineError(f"llama.cpp failed: {exc}") from exc
+
+
+class LlamaCppEngine(Engine):
+    """GGUF models on CPU or GPU through llama.cpp."""
+
+    name: ClassVar[str] = "llama.cpp"
+    model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
+    model_formats: ClassVar[frozenset[str]] = frozenset({"ggufv2"})
+    continuous_batching: ClassVar[bool] = True
+    config_class = LlamaCppConfig
+
+    _server: Any
+    _pool: ThreadPoolExecutor | None = None
+    resolved: ResolvedLlamaCppConfig
+
+    @classmethod
+    def check_lib(cls) -> Verdict:
+        import importlib.util
+
+        if importlib.util.find_spec("xllamacpp") is None:
+            return Verdict.reject(f"llama.cpp needs the xllamacpp package, which is not installed ({_INSTALL_HINT})")
+        return Verdict.ok()
+
+    async def load(self) -> None:
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise LaunchFailed(f"llama.cpp needs the xllamacpp package ({_INSTALL_HINT}): {exc}") from exc
+        assert isinstance(self.config, LlamaCppConfig)
+        self.resolved = self.config.resolve(
+            cpu_count=self.hardware.cpu_count,
+            context_length=self.family.context_length,
+            gpu=self.hardware.cuda_available,
+        )
+        params = self._build_params(xllamacpp, self.resolved)
+        logger.info("loading %s with llama.cpp: %s", self.model_uid, self.resolved.model_dump())
+        try:
+            self._server = await asyncio.to_thread(xllamacpp.Server, params)
+        except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
+            raise LaunchFailed(f"llama.cpp could not load {self.model_uid}: {exc}") from exc
+        # Threads beyond the slots wait inside llama.cpp's own queue, where an abort still reaches them.
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(16, self.resolved.n_parallel * 4), thread_name_prefix=f"llama-{self.model_uid}"
+        )
+
+    def _build_params(self, xllamacpp: Any, cfg: ResolvedLlamaCppConfig) -> Any:
+        params = xllamacpp.CommonParams()
+        params.model.path = self.model_path
+        params.n_ctx = cfg.n_ctx
+        params.n_parallel = cfg.n_parallel
+        params.kv_unified = cfg.kv_unified
+        params.cpuparams.n_threads = cfg.n_threads
+        params.cpuparams_batch.n_threads = cfg.n_threads_batch
+        params.n_gpu_layers = cfg.n_gpu_layers
+        params.cache_prompt = cfg.cache_prompt
+        if cfg.n_batch is not None:
+            params.n_batch = cfg.n_batch
+        if cfg.n_ubatch is not None:
+            params.n_ubatch = cfg.n_ubatch
+        params.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[cfg.flash_attn]
+        for field in ("cache_type_k", "cache_type_v"):
+            value = getattr(cfg, field)
+            if value is not None:
+                setattr(params, field, getattr(xllamacpp.ggml_type, f"GGML_TYPE_{value.upper()}"))
+        # llama.cpp's own HTTP port: loopback only, and a key nobody else knows.
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0
+        params.api_keys = [secrets.token_urlsafe(32)]
+        params.endpoint_metrics = False
+        params.endpoint_slots = False
+        params.endpoint_props = False
+        if self.family.chat_template:
+            params.chat_template = self.family.chat_template
+        return params
+
+    async def unload(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._server = None
+
+    # -- serving ------------------------------------------------------------------------------------------------
+    def _body(self, request: dict[str, Any], stream: bool) -> dict[str, Any]:
+        body = {key: request[key] for key in _FORWARDED if request.get(key) is not None}
+        body["stream"] = stream
+        if not stream:
+            body.pop("stream_options", None)
+        return body
+
+    async def _call(self, handler: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        with _backend_errors():
+            result = await loop.run_in_executor(self._executor(), handler, body)
+        if not isinstance(result, dict):
+            raise EngineError("llama.cpp returned no response")
+        if "error" in result:
+            raise error_from_llama(result["error"])
+        result["model"] = self.model_uid
+        result.pop("timings", None)
+        return result
+
+    def _start(self, handler: Callable[..., Any], body: dict[str, Any]) -> ChunkStream:
+        stream = ChunkStream()
+        uid = self.model_uid
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:
+            # Runs on the engine thread for every token: keep it tiny. Returning True stops the request.
+            if stream.cancelled:
+                return True
+            if "error" in chunk:
+                stream.finish(error_from_llama(chunk["error"]))
+                return True
+            chunk["model"] = uid
+            chunk.pop("timings", None)
+            stream.push(chunk)
+            return False
+
+        def run() -> None:
+            try:
+                with _backend_errors():
+                    handler(body, on_chunk)
+            except XinferenceError as exc:
+                stream.finish(exc)
+            else:
+                stream.finish()
+
+        self._executor().submit(run)
+        return stream
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._server is None:
+            raise ModelUnavailable(f"model {self.model_uid!r} is not loaded")
+        return self._pool
+
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._server.handle_chat_completions, self._body(request, stream=False))
+
+    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
+        return self._start(self._server.handle_chat_completions, self._body(request, stream=True))
+
+    async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._server.handle_completions, self._body(request, stream=False))
+
+    async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
+        return self._start(self._server.handle_completions, self._body(request, stream=True))

@@ -1,0 +1,44 @@
+"""The one table of engines: user-facing name → adapter class, imported lazily.
+
+Adding an engine is one line here plus its folder. Nothing registers itself on import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from xinference.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from xinference.engines.base import Engine
+
+__all__ = ["ENGINE_ORDER", "engine_names", "get_engine_class", "resolve_engine_name"]
+
+#: name → "module:Class". The order is the preference used when a launch names no engine.
+_ENGINES: dict[str, str] = {
+    "llama.cpp": "xinference.engines.llama_cpp.engine:LlamaCppEngine",
+}
+
+ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
+
+
+def engine_names() -> list[str]:
+    return list(_ENGINES)
+
+
+def resolve_engine_name(name: str) -> str:
+    """The canonical spelling of ``name`` (matching is case-insensitive); InvalidRequest lists the engines."""
+    for known in _ENGINES:
+        if known.lower() == name.strip().lower():
+            return known
+    raise InvalidRequest(
+        f"unknown engine {name!r}; this platform has: {', '.join(_ENGINES)}", param="model_engine"
+    )
+
+
+def get_engine_class(name: str) -> type[Engine]:
+    """Import and return the adapter class for ``name``."""
+    module_name, _, class_name = _ENGINES[resolve_engine_name(name)].partition(":")
+    cls: type[Engine] = getattr(importlib.import_module(module_name), class_name)
+    return cls

