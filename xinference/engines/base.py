@@ -6,7 +6,7 @@ so the model actor, the worker and the API never branch on the engine. Adding an
 
 Life cycle, inside the model's own subprocess::
 
-    engine = EngineClass(model_uid=..., family=..., spec=..., quantization=..., model_path=..., config=..., hardware=...)
+    engine = EngineClass(model_uid=..., family=..., spec=..., model_path=..., config=..., hardware=...)
     await engine.load()            # raises LaunchFailed with the backend's own error text
     await engine.chat(request)     # one OpenAI-shaped response dict
     stream = await engine.chat_stream(request)

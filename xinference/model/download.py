@@ -4,6 +4,7 @@ Runs on the worker side (in the model subprocess) because weights live where the
 
 - ``bundled``: weights shipped inside an installed Python package, located with ``importlib`` (never a fixed
   path). A missing package is a LaunchFailed naming the package to install.
+- ``model_uri``: ``file:///`` weights already on this machine (custom registrations).
 - hub sources (Hugging Face, ModelScope): not downloadable in this build; the error says so and names the repo.
 """
 
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from urllib.parse import unquote, urlparse
 
 from xinference.errors import LaunchFailed
 from xinference.model.spec import BundledSource, ModelSpec
 
-__all__ = ["bundled_path", "resolve_model_path"]
+__all__ = ["bundled_path", "local_path", "resolve_model_path"]
 
 
 def bundled_path(source: BundledSource) -> str:
@@ -39,10 +41,20 @@ def bundled_path(source: BundledSource) -> str:
     return path
 
 
+def local_path(uri: str) -> str:
+    """The path of a ``file:///`` URI, which must exist on this worker."""
+    path = os.path.normpath(unquote(urlparse(uri).path))
+    if not os.path.isabs(path) or not os.path.exists(path):
+        raise LaunchFailed(f"the weights at {uri!r} do not exist on this worker")
+    return path
+
+
 def resolve_model_path(spec: ModelSpec, quantization: str) -> str:
     """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing."""
     if spec.bundled is not None:
         return bundled_path(spec.bundled)
+    if spec.model_uri is not None:
+        return local_path(spec.model_uri)
     repo = spec.hub_id("huggingface") or spec.hub_id("modelscope")
     raise LaunchFailed(
         f"the {spec.model_format} {spec.size}B spec ({quantization}) comes from the hub repository {repo!r}, and "

@@ -80,6 +80,9 @@ class ModelSpec(_Strict):
         default=None, description="GGUF file name inside the repository, with {quantization}"
     )
     bundled: BundledSource | None = None
+    model_uri: str | None = Field(
+        default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
+    )
 
     @field_validator("model_size_in_billions")
     @classmethod
@@ -90,9 +93,16 @@ class ModelSpec(_Strict):
 
     @model_validator(mode="after")
     def _has_source(self) -> ModelSpec:
-        if not (self.model_id or self.model_hub_ids or self.bundled):
-            raise ValueError("a spec needs at least one source: model_id, model_hub_ids or bundled")
-        if self.model_format == "ggufv2" and self.bundled is None and not self.model_file_name_template:
+        if not (self.model_id or self.model_hub_ids or self.bundled or self.model_uri):
+            raise ValueError("a spec needs at least one source: model_id, model_hub_ids, bundled or model_uri")
+        if self.model_uri is not None and not self.model_uri.startswith("file:///"):
+            raise ValueError("model_uri must be an absolute file:/// URI")
+        if (
+            self.model_format == "ggufv2"
+            and self.bundled is None
+            and self.model_uri is None
+            and not self.model_file_name_template
+        ):
             raise ValueError("a ggufv2 spec downloaded from a hub needs model_file_name_template")
         return self
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -17,9 +17,13 @@ class OpenAIRequest(BaseModel):
     """Base of OpenAI-style requests: unknown fields are accepted (clients send many) but logged once each."""
 
     model_config = ConfigDict(extra="allow")
+    #: False where extra fields carry meaning of their own (launch options), so they are not "unsupported".
+    log_extra_fields: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _log_unknown(self) -> Any:
+        if not self.log_extra_fields:
+            return self
         for name in self.model_extra or {}:
             key = f"{type(self).__name__}.{name}"
             if key not in _reported:

@@ -38,6 +38,7 @@ class LaunchModelRequest(OpenAIRequest):
     """``POST /v1/models``."""
 
     model_config = ConfigDict(extra="allow", protected_namespaces=())
+    log_extra_fields = False  # extra fields are engine launch options, validated by the engine
 
     model_name: str = Field(min_length=1)
     model_type: str = "LLM"

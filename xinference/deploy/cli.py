@@ -1,0 +1,306 @@
+"""``xinference``: launch, list, chat with and terminate models on a running server.
+
+A thin layer over :class:`xinference.client.Client`: every command parses its options, makes client calls and
+prints the result. Each command takes ``-e/--endpoint`` (default ``XINFERENCE_ENDPOINT``, else
+http://127.0.0.1:9997) and ``--api-key`` (default ``XINFERENCE_API_KEY``). A failure prints ``Error: <message>``
+on stderr and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from xinference import __version__, settings
+from xinference.client import Client, ClientError
+
+__all__ = ["convert_option_value", "format_table", "main", "parse_engine_options"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+_CONSTANTS: dict[str, Any] = {"true": True, "false": False, "none": None, "null": None}
+
+#: Names ``launch`` sets itself; given as engine options they would be ambiguous.
+_LAUNCH_FIELDS = frozenset(
+    {"model_name", "model_engine", "model_uid", "model_type", "model_format", "model_size_in_billions",
+     "quantization", "replica", "n_gpu"}
+)
+
+_PROMPT = ">>> "
+_QUIT = frozenset({"exit", "quit"})
+
+
+# -- engine options -----------------------------------------------------------------------------------------
+
+
+def convert_option_value(text: str) -> Any:
+    """``"4096"`` -> 4096, ``"0.5"`` -> 0.5, ``"true"``/``"false"`` -> bool, ``"none"``/``"null"`` -> None.
+
+    Anything else stays the string it was (``"auto"``, ``"q8_0"``).
+    """
+    lowered = text.strip().lower()
+    if lowered in _CONSTANTS:
+        return _CONSTANTS[lowered]
+    if _INT.fullmatch(text.strip()):
+        return int(text)
+    if _FLOAT.fullmatch(text.strip()):
+        return float(text)
+    return text
+
+
+def parse_engine_options(args: Sequence[str]) -> dict[str, Any]:
+    """Turn leftover ``--name value`` (or ``--name=value``) pairs into engine launch options.
+
+    Dashes in names become underscores (``--n-ctx`` is ``n_ctx``). Raises :class:`click.UsageError` for a stray
+    value, an option without a value, a name that is not an identifier, or a name given twice.
+    """
+    options: dict[str, Any] = {}
+    tokens = list(args)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("-") or token.strip("-") == "":
+            raise click.UsageError(f"unexpected argument {token!r}; engine options are given as --name value")
+        name, sep, value = token.lstrip("-").partition("=")
+        if not sep:
+            if i + 1 >= len(tokens):
+                raise click.UsageError(f"engine option {token} needs a value")
+            value = tokens[i + 1]
+            i += 1
+        i += 1
+        key = name.replace("-", "_")
+        if not key.isidentifier():
+            raise click.UsageError(f"{token!r} is not a valid engine option name")
+        if key in options:
+            raise click.UsageError(f"engine option --{key} is given twice")
+        options[key] = convert_option_value(value)
+    return options
+
+
+def _n_gpu(ctx: click.Context, param: click.Parameter, value: str) -> int | str | None:
+    """``--n-gpu``: ``auto``, ``none`` (CPU only) or a number of GPUs."""
+    text = value.strip().lower()
+    if text == "auto":
+        return "auto"
+    if text in ("none", "null", "cpu"):
+        return None
+    if _INT.fullmatch(text) and int(text) >= 0:
+        return int(text)
+    raise click.BadParameter(f"{value!r} is not 'auto', 'none' or a number of GPUs")
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain left-aligned columns separated by two spaces; ``None`` cells show as ``-``."""
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[col]) for row in cells) for col in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+_LIST_COLUMNS = (
+    ("UID", "model_uid"),
+    ("Type", "model_type"),
+    ("Name", "model_name"),
+    ("Engine", "model_engine"),
+    ("Format", "model_format"),
+    ("Size", "model_size_in_billions"),
+    ("Quantization", "quantization"),
+    ("Status", "status"),
+)
+
+
+# -- shared plumbing ----------------------------------------------------------------------------------------
+
+
+def _connection_options(command: _F) -> _F:
+    command = click.option(
+        "--api-key",
+        envvar="XINFERENCE_API_KEY",
+        default=None,
+        help="API key, when the server requires one. [default: $XINFERENCE_API_KEY]",
+    )(command)
+    command = click.option(
+        "-e",
+        "--endpoint",
+        default=lambda: settings.endpoint(),
+        show_default=f"$XINFERENCE_ENDPOINT or {settings.DEFAULT_ENDPOINT}",
+        help="Xinference server to talk to.",
+    )(command)
+    return command
+
+
+@contextmanager
+def _client(endpoint: str, api_key: str | None) -> Generator[Client, None, None]:
+    """A client whose failures end the command with ``Error: ...`` and exit status 1."""
+    try:
+        with Client(endpoint, api_key=api_key) as client:
+            yield client
+    except ClientError as exc:
+        click.echo(f"Error: {exc.message}", err=True)
+        sys.exit(1)
+
+
+# -- commands -----------------------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="xinference")
+def main() -> None:
+    """Manage and use models on a running Xinference server (start one with `xinference-local`)."""
+
+
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    epilog="Engine launch options are passed as extra --name value pairs, e.g. `--n_ctx 4096 --n_parallel 2`.",
+)
+@click.option("-n", "--model-name", required=True, help="Model name in the registry, e.g. smollm2-instruct.")
+@click.option("-en", "--model-engine", default=None, help="Engine to run it with (llama.cpp, ...).")
+@click.option("-u", "--model-uid", default=None, help="Uid for the running model. [default: the model name]")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="Model type.")
+@click.option("-s", "--size-in-billions", default=None, help="Model size in billions, e.g. 7 or 0_5.")
+@click.option("-f", "--model-format", default=None, help="Weights format, e.g. ggufv2 or pytorch.")
+@click.option("-q", "--quantization", default=None, help="Quantization, e.g. Q4_K_M.")
+@click.option("-r", "--replica", default=1, show_default=True, type=click.IntRange(min=1), help="Replicas.")
+@click.option(
+    "--n-gpu", default="auto", show_default=True, metavar="auto|none|N", callback=_n_gpu, help="GPUs per replica."
+)
+@_connection_options
+@click.pass_context
+def launch(
+    ctx: click.Context,
+    model_name: str,
+    model_engine: str | None,
+    model_uid: str | None,
+    model_type: str,
+    size_in_billions: str | None,
+    model_format: str | None,
+    quantization: str | None,
+    replica: int,
+    n_gpu: Any,
+    endpoint: str,
+    api_key: str | None,
+) -> None:
+    """Launch a model and wait until it is ready; prints its uid."""
+    engine_options = parse_engine_options(ctx.args)
+    for key in engine_options.keys() & _LAUNCH_FIELDS:
+        raise click.UsageError(f"--{key} is not an engine option; see `xinference launch --help` for its spelling")
+    with _client(endpoint, api_key) as client:
+        uid = client.launch_model(
+            model_name,
+            model_engine=model_engine,
+            model_uid=model_uid,
+            model_type=model_type,
+            model_format=model_format,
+            model_size_in_billions=size_in_billions,
+            quantization=quantization,
+            replica=replica,
+            n_gpu=n_gpu,
+            **engine_options,
+        )
+        engine = client.describe_model(uid).get("model_engine")
+    click.echo(f"Model uid: {uid}")
+    click.echo(f"Engine: {engine}")
+
+
+@main.command("list")
+@_connection_options
+def list_models(endpoint: str, api_key: str | None) -> None:
+    """List the running models."""
+    with _client(endpoint, api_key) as client:
+        models = client.list_models()
+    rows = [[model.get(key) for _, key in _LIST_COLUMNS] for model in models]
+    click.echo(format_table([title for title, _ in _LIST_COLUMNS], rows))
+
+
+@main.command()
+@click.option("-u", "--model-uid", required=True, help="Uid of the running model.")
+@_connection_options
+def terminate(model_uid: str, endpoint: str, api_key: str | None) -> None:
+    """Stop a running model (every replica)."""
+    with _client(endpoint, api_key) as client:
+        client.terminate_model(model_uid)
+    click.echo(f"Model {model_uid} terminated.")
+
+
+@main.command()
+@click.option("-u", "--model-uid", required=True, help="Uid of the running chat model.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Longest reply, in tokens.")
+@click.option("--system", default=None, help="System prompt for the conversation.")
+@_connection_options
+def chat(model_uid: str, max_tokens: int | None, system: str | None, endpoint: str, api_key: str | None) -> None:
+    """Chat with a running model, streaming each reply.
+
+    Type a line at the `>>>` prompt; the conversation so far is sent with each turn. `exit`, `quit` or Ctrl-D
+    ends the session.
+    """
+    history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
+    params: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+    with _client(endpoint, api_key) as client:
+        client.describe_model(model_uid)  # an unknown uid fails now, not after the first line
+        for line in _read_turns():
+            history.append({"role": "user", "content": line})
+            try:
+                reply = _stream_reply(client.chat(model_uid, history, stream=True, **params))
+            except ClientError as exc:
+                if not _is_request_error(exc):
+                    raise
+                click.echo(f"Error: {exc.message}", err=True)
+                history.pop()  # drop the turn the model could not take, keep the conversation going
+                continue
+            history.append({"role": "assistant", "content": reply})
+
+
+def _read_turns() -> Iterator[str]:
+    """User lines from stdin until EOF, ``exit`` or ``quit``; blank lines are skipped."""
+    while True:
+        try:
+            line = input(_PROMPT).strip()
+        except EOFError:
+            click.echo()
+            return
+        except KeyboardInterrupt:
+            click.echo()
+            return
+        if line.lower() in _QUIT:
+            return
+        if line:
+            yield line
+
+
+def _stream_reply(chunks: Iterator[dict[str, Any]]) -> str:
+    """Print the content deltas as they come; returns the whole reply. Ctrl-C cuts the reply short."""
+    parts: list[str] = []
+    try:
+        for chunk in chunks:
+            for choice in chunk.get("choices") or ():
+                text = (choice.get("delta") or {}).get("content")
+                if text:
+                    parts.append(text)
+                    click.echo(text, nl=False)
+                    sys.stdout.flush()
+    except KeyboardInterrupt:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    finally:
+        click.echo()
+    return "".join(parts)
+
+
+def _is_request_error(exc: ClientError) -> bool:
+    """A rejected turn (too long, bad option) rather than a broken server or connection."""
+    return exc.status_code == 400 or (exc.status_code is None and exc.error_type == "invalid_request_error")
+
+
+if __name__ == "__main__":
+    main()
