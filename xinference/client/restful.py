@@ -212,6 +212,25 @@ class Client:
 
     # -- generation ------------------------------------------------------------------------------------------
 
+    # -- registrations ------------------------------------------------------------------------------------------
+    def register_model(self, model_type: str, model: dict[str, Any] | str, persist: bool = False) -> None:
+        """Register a custom model family (a dict, or its JSON text)."""
+        text = model if isinstance(model, str) else json.dumps(model)
+        self._request("POST", f"/v1/model_registrations/{model_type}", json={"model": text, "persist": persist})
+
+    def unregister_model(self, model_type: str, model_name: str) -> None:
+        self._request("DELETE", f"/v1/model_registrations/{model_type}/{model_name}")
+
+    def list_model_registrations(self, model_type: str, detailed: bool = False) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._request(
+            "GET", f"/v1/model_registrations/{model_type}", params={"detailed": str(detailed).lower()}
+        )
+        return result
+
+    def get_model_registration(self, model_type: str, model_name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/model_registrations/{model_type}/{model_name}")
+        return result
+
     @overload
     def chat(
         self, model_uid: str, messages: Sequence[Message], stream: Literal[False] = False, **params: Any

@@ -15,18 +15,22 @@ from typing import Any
 
 import xoscar as xo
 
+from xinference import settings
 from xinference.core.hardware import HardwareInfo
 from xinference.core.model_actor import LaunchPlan
 from xinference.errors import (
     InvalidRequest,
+    LaunchFailed,
     ModelAlreadyExists,
     ModelNotFound,
     ModelUnavailable,
     XinferenceError,
 )
+from xinference.model.custom import RegistrationStore
+from xinference.model.download import local_path
 from xinference.model.matcher import choose_engine
 from xinference.model.registry import ModelRegistry, SpecChoice
-from xinference.model.spec import validate_model_name
+from xinference.model.spec import ModelFamily, validate_model_name
 
 __all__ = ["LaunchRequest", "ModelRecord", "SupervisorActor"]
 
@@ -119,7 +123,7 @@ class SupervisorActor(xo.StatelessActor):
 
     def __init__(self) -> None:
         super().__init__()
-        self._registry = ModelRegistry()
+        self._registry = ModelRegistry(store=RegistrationStore(settings.home_dir() / "registrations"))
         self._workers: dict[str, _Worker] = {}
         self._models: dict[str, ModelRecord] = {}
         self._version = 0
@@ -214,6 +218,41 @@ class SupervisorActor(xo.StatelessActor):
             except XinferenceError:
                 logger.warning("replica %s was already gone", replica.replica_uid)
         record.replicas.clear()
+
+    # -- registrations -----------------------------------------------------------------------------------------
+    async def register_model(self, model_type: str, family: dict[str, Any], persist: bool) -> None:
+        parsed = ModelFamily.model_validate(family)
+        if parsed.model_type.lower() != model_type.lower():
+            raise InvalidRequest(
+                f"the spec says model_type {parsed.model_type!r} but it was registered as {model_type!r}",
+                param="model_type",
+            )
+        for spec in parsed.model_specs:
+            if spec.model_uri is not None:
+                try:
+                    local_path(spec.model_uri)
+                except LaunchFailed as exc:
+                    raise InvalidRequest(exc.message, param="model_uri") from None
+        self._registry.register(parsed, persist)
+        logger.info("registered %s model %s (persist=%s)", parsed.model_type, parsed.model_name, persist)
+
+    async def unregister_model(self, model_type: str, model_name: str) -> None:
+        self._registry.unregister(model_name, model_type)
+        logger.info("unregistered %s", model_name)
+
+    async def list_registrations(self, model_type: str, detailed: bool) -> list[dict[str, Any]]:
+        result = []
+        for family in self._registry.list(model_type):
+            entry: dict[str, Any] = {"model_name": family.model_name,
+                                     "is_builtin": self._registry.is_builtin(family.model_name)}
+            if detailed:
+                entry.update(family.model_dump(mode="json"))
+            result.append(entry)
+        return result
+
+    async def get_registration(self, model_type: str, model_name: str) -> dict[str, Any]:
+        family = self._registry.get(model_name, model_type)
+        return {**family.model_dump(mode="json"), "is_builtin": self._registry.is_builtin(model_name)}
 
     async def list_models(self) -> list[dict[str, Any]]:
         return [r.info() for r in self._models.values()]

@@ -233,6 +233,41 @@ def terminate(model_uid: str, endpoint: str, api_key: str | None) -> None:
 
 
 @main.command()
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
+@click.option("--file", "spec_file", required=True, type=click.File("r", encoding="utf-8"), help="Spec JSON file.")
+@click.option("--persist/--no-persist", default=False, show_default=True, help="Keep it across restarts.")
+@_connection_options
+def register(model_type: str, spec_file: Any, persist: bool, endpoint: str, api_key: str | None) -> None:
+    """Register a custom model from a JSON spec file."""
+    text = spec_file.read()
+    with _client(endpoint, api_key) as client:
+        client.register_model(model_type, text, persist=persist)
+    click.echo("Model registered." + (" (persisted)" if persist else ""))
+
+
+@main.command()
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
+@click.option("-n", "--model-name", required=True, help="Name of the registered model.")
+@_connection_options
+def unregister(model_type: str, model_name: str, endpoint: str, api_key: str | None) -> None:
+    """Remove a custom model registration."""
+    with _client(endpoint, api_key) as client:
+        client.unregister_model(model_type, model_name)
+    click.echo(f"Model {model_name} unregistered.")
+
+
+@main.command()
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
+@_connection_options
+def registrations(model_type: str, endpoint: str, api_key: str | None) -> None:
+    """List the models that can be launched (built-in and custom)."""
+    with _client(endpoint, api_key) as client:
+        entries = client.list_model_registrations(model_type)
+    rows = [[e["model_name"], "built-in" if e["is_builtin"] else "custom"] for e in entries]
+    click.echo(format_table(["Name", "Origin"], rows))
+
+
+@main.command()
 @click.option("-u", "--model-uid", required=True, help="Uid of the running chat model.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Longest reply, in tokens.")
 @click.option("--system", default=None, help="System prompt for the conversation.")

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 from xinference.errors import LaunchFailed
 from xinference.model.spec import BundledSource, ModelSpec
 
-__all__ = ["bundled_path", "local_path", "resolve_model_path"]
+__all__ = ["bundled_path", "gguf_in_folder", "local_path", "resolve_model_path"]
 
 
 def bundled_path(source: BundledSource) -> str:
@@ -49,12 +49,32 @@ def local_path(uri: str) -> str:
     return path
 
 
+def gguf_in_folder(path: str, spec: ModelSpec, quantization: str) -> str:
+    """A GGUF spec may point at a file, or at a folder holding it (named by the template, or the only one there)."""
+    if not os.path.isdir(path):
+        return path
+    if spec.model_file_name_template:
+        name = spec.model_file_name_template.format(quantization=quantization)
+        candidate = os.path.normpath(os.path.join(path, name))
+        if os.path.dirname(candidate) != os.path.normpath(path) or not os.path.isfile(candidate):
+            raise LaunchFailed(f"the folder of {spec.model_uri!r} has no file {name!r}")
+        return candidate
+    found = sorted(f for f in os.listdir(path) if f.lower().endswith(".gguf"))
+    if len(found) != 1:
+        what = "no .gguf file" if not found else f"{len(found)} .gguf files ({', '.join(found[:5])})"
+        raise LaunchFailed(
+            f"the folder of {spec.model_uri!r} holds {what}; set model_file_name_template to pick one"
+        )
+    return os.path.join(path, found[0])
+
+
 def resolve_model_path(spec: ModelSpec, quantization: str) -> str:
     """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing."""
     if spec.bundled is not None:
         return bundled_path(spec.bundled)
     if spec.model_uri is not None:
-        return local_path(spec.model_uri)
+        path = local_path(spec.model_uri)
+        return gguf_in_folder(path, spec, quantization) if spec.model_format == "ggufv2" else path
     repo = spec.hub_id("huggingface") or spec.hub_id("modelscope")
     raise LaunchFailed(
         f"the {spec.model_format} {spec.size}B spec ({quantization}) comes from the hub repository {repo!r}, and "

@@ -1,4 +1,4 @@
-"""The model catalog: built-in families from ``model/families/*.json``, and spec selection.
+"""The model catalog: built-in families from ``model/families/*.json``, custom registrations, spec selection.
 
 Used by the supervisor when a launch names a model: it finds the family, then the specs that fit what the user
 asked for (format, size, quantization). Errors name what is available, so a typo is a one-step fix.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -15,11 +16,13 @@ from typing import Iterable
 
 from pydantic import TypeAdapter, ValidationError
 
-from xinference.errors import InvalidRequest, ModelNotFound
+from xinference.errors import InvalidRequest, ModelAlreadyExists, ModelNotFound
+from xinference.model.custom import RegistrationStore
 from xinference.model.spec import ModelFamily, ModelSpec, format_size
 
 __all__ = ["ModelRegistry", "SpecChoice", "load_builtin_families"]
 
+logger = logging.getLogger(__name__)
 _FAMILY_LIST = TypeAdapter(list[ModelFamily])
 
 
@@ -49,13 +52,52 @@ def load_builtin_families() -> list[ModelFamily]:
 class ModelRegistry:
     """Names → families, with the built-in catalog loaded once."""
 
-    def __init__(self, families: Iterable[ModelFamily] | None = None) -> None:
+    def __init__(self, families: Iterable[ModelFamily] | None = None, store: RegistrationStore | None = None) -> None:
         self._lock = threading.Lock()
         self._families: dict[str, ModelFamily] = {}
         for family in families if families is not None else load_builtin_families():
             if family.model_name in self._families:
                 raise RuntimeError(f"model {family.model_name!r} is defined twice in the catalog")
             self._families[family.model_name] = family
+        self._builtin = frozenset(self._families)
+        self._store = store
+        self._persisted: set[str] = set()
+        for family in store.load() if store is not None else ():
+            if family.model_name in self._families:
+                logger.warning("ignoring the registration %r: a built-in model has that name", family.model_name)
+                continue
+            self._families[family.model_name] = family
+            self._persisted.add(family.model_name)
+
+    def is_builtin(self, model_name: str) -> bool:
+        return model_name in self._builtin
+
+    def register(self, family: ModelFamily, persist: bool) -> None:
+        """Add a custom family; it cannot take the name of a built-in or of another registration."""
+        with self._lock:
+            if family.model_name in self._builtin:
+                raise InvalidRequest(
+                    f"{family.model_name!r} is a built-in model; register yours under another name", param="model_name"
+                )
+            if family.model_name in self._families:
+                raise ModelAlreadyExists(
+                    f"a model named {family.model_name!r} is already registered; unregister it first",
+                    param="model_name",
+                )
+            if persist and self._store is not None:
+                self._store.save(family)
+                self._persisted.add(family.model_name)
+            self._families[family.model_name] = family
+
+    def unregister(self, model_name: str, model_type: str) -> None:
+        if model_name in self._builtin:
+            raise InvalidRequest(f"{model_name!r} is a built-in model and cannot be unregistered", param="model_name")
+        family = self.get(model_name, model_type)
+        with self._lock:
+            self._families.pop(model_name, None)
+            if model_name in self._persisted and self._store is not None:
+                self._store.delete(family.model_type, model_name)
+                self._persisted.discard(model_name)
 
     def get(self, model_name: str, model_type: str | None = None) -> ModelFamily:
         """The family called ``model_name``; ModelNotFound (with close matches) when there is none."""

@@ -34,6 +34,7 @@ Hub = Literal["huggingface", "modelscope"]
 #: This keeps them safe as URL segments and file names (no ``/``, no ``..`` prefix, no NUL).
 MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _SIZE_PATTERN = re.compile(r"^\d+(_\d+)?$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def validate_model_name(value: str, what: str = "model name") -> str:
@@ -84,6 +85,16 @@ class ModelSpec(_Strict):
         default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hub_uri(cls, data: object) -> object:
+        # Xinference's registrations put a hub id in model_uri too: that is a model_id.
+        if isinstance(data, dict):
+            uri = data.get("model_uri")
+            if isinstance(uri, str) and not uri.startswith("file:") and _HUB_ID.fullmatch(uri):
+                data = {**data, "model_uri": None, "model_id": data.get("model_id") or uri}
+        return data
+
     @field_validator("model_size_in_billions")
     @classmethod
     def _size(cls, value: int | str) -> int | str:
@@ -96,7 +107,7 @@ class ModelSpec(_Strict):
         if not (self.model_id or self.model_hub_ids or self.bundled or self.model_uri):
             raise ValueError("a spec needs at least one source: model_id, model_hub_ids, bundled or model_uri")
         if self.model_uri is not None and not self.model_uri.startswith("file:///"):
-            raise ValueError("model_uri must be an absolute file:/// URI")
+            raise ValueError("model_uri must be an absolute file:/// URI or a hub id like org/name")
         if (
             self.model_format == "ggufv2"
             and self.bundled is None
