@@ -59,7 +59,7 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
 
 async def _on_xinference_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, XinferenceError)
-    if exc.status_code >= 500:
+    if exc.status_code >= 500 and exc.status_code != 503:  # 503: loading or restarting, expected and transient
         logger.error("%s %s failed: %s", request.method, request.url.path, exc.message)
     return _response(exc)
 
