@@ -9,45 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
-from collections.abc import Generator
-from contextlib import contextmanager
 from typing import Any
 
 import click
-import uvicorn
 import xoscar as xo
 
 from xinference import settings
-from xinference.api.app import create_app
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
+from xinference.deploy.bootstrap import create_pool, serve_api, stop_worker
 from xinference.deploy.logs import setup_logging
 
 __all__ = ["main", "run_local"]
 
 logger = logging.getLogger("xinference.local")
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, minus its habit of re-raising the signal after shutdown: we still have models to stop."""
-
-    @contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._on_signal, sig)
-        try:
-            yield
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-    def _on_signal(self, sig: int) -> None:
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        self.should_exit = True
 
 
 async def run_local(
@@ -59,24 +35,13 @@ async def run_local(
 ) -> None:
     """Start everything, serve until a signal, then shut everything down."""
     started = time.monotonic()
-    pool = await xo.create_actor_pool(f"{internal_host}:0", n_process=0)
+    pool = await create_pool(internal_host)
     address = pool.external_address
     worker: Any = None
     try:
         supervisor: Any = await xo.create_actor(SupervisorActor, address=address, uid=SupervisorActor.default_uid())
-        worker = await xo.create_actor(
-            WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid()
-        )
-        app = create_app(address, settings.api_keys())
-        server = _Server(
-            uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
-        )
-        serving = asyncio.create_task(server.serve())
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.02)
-        if serving.done():
-            await serving  # re-raises why uvicorn could not start (port in use, ...)
-            return
+        worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
+        _, serving = await serve_api(address, host, port, log_level)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)
         for name in launch:
             await _launch_default(supervisor, name)
@@ -84,10 +49,7 @@ async def run_local(
     finally:
         logger.info("shutting down")
         if worker is not None:
-            try:
-                await asyncio.wait_for(worker.shutdown(), timeout=30)
-            except Exception:  # noqa: BLE001 - shutting down: log and keep going
-                logger.warning("some model processes did not stop cleanly", exc_info=True)
+            await stop_worker(worker)
         await pool.stop()
         logger.info("stopped")
 

@@ -1,0 +1,86 @@
+"""Process bootstrap shared by ``xinference-local``, ``xinference-supervisor`` and ``xinference-worker``.
+
+Each command is a composition of these pieces: an xoscar main pool, the supervisor and/or worker actors in it, the
+HTTP API served by uvicorn on the same event loop, and an orderly shutdown on SIGINT/SIGTERM that stops every model
+subprocess before the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Generator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+import xoscar as xo
+
+from xinference import settings
+from xinference.api.app import create_app
+
+__all__ = ["ApiServer", "create_pool", "serve_api", "stop_worker", "wait_for_signal"]
+
+logger = logging.getLogger("xinference.deploy")
+
+
+class ApiServer(uvicorn.Server):
+    """uvicorn, minus its habit of re-raising the signal after shutdown: we still have models to stop."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+
+async def create_pool(host: str, port: int = 0) -> Any:
+    """An xoscar main pool bound to ``host:port`` (0: any free port). Its address is ``pool.external_address``."""
+    return await xo.create_actor_pool(f"{host}:{port}", n_process=0)
+
+
+async def serve_api(
+    supervisor_address: str, host: str, port: int, log_level: str
+) -> tuple[ApiServer, asyncio.Task[None]]:
+    """Start the HTTP API; returns once it listens (or raises why it could not, e.g. the port is taken)."""
+    app = create_app(supervisor_address, settings.api_keys())
+    server = ApiServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"))
+    serving = asyncio.create_task(server.serve())
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if serving.done():
+        await serving  # re-raises the start-up failure
+        raise SystemExit(1)  # uvicorn reported the failure itself (e.g. the port is in use) and returned
+    return server, serving
+
+
+async def wait_for_signal() -> int:
+    """Block until SIGINT or SIGTERM; returns the signal number."""
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[int] = loop.create_future()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda s=sig: received.done() or received.set_result(s))
+    try:
+        return await received
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def stop_worker(worker: Any) -> None:
+    """Terminate every model subprocess of a worker (orderly shutdown)."""
+    try:
+        await asyncio.wait_for(worker.shutdown(), timeout=30)
+    except Exception:  # noqa: BLE001 - shutting down: log and keep going
+        logger.warning("some model processes did not stop cleanly", exc_info=True)
