@@ -18,6 +18,7 @@ xoscar actor calls unchanged.
     ├── ModelAlreadyExists               409  conflict_error
     ├── LaunchFailed                     500  launch_error
     ├── ModelUnavailable                 503  service_unavailable
+    │   └── ReplicaUnreachable           503  (code: replica_unreachable)
     └── EngineError                      500  engine_error
 
 Programming errors are *not* part of this tree: they stay ``RuntimeError``/``TypeError`` and reach the API's
@@ -38,6 +39,7 @@ __all__ = [
     "ModelAlreadyExists",
     "ModelNotFound",
     "ModelUnavailable",
+    "ReplicaUnreachable",
     "UnsupportedOption",
     "WrongModelType",
     "XinferenceError",
@@ -141,6 +143,12 @@ class ModelUnavailable(XinferenceError):
     status_code = 503
     error_type = "service_unavailable"
     code = "model_unavailable"
+
+
+class ReplicaUnreachable(ModelUnavailable):
+    """Raised when a replica's process cannot be reached (it or its worker died); another replica may serve."""
+
+    code = "replica_unreachable"
 
 
 class EngineError(XinferenceError):

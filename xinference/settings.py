@@ -14,10 +14,15 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "api_keys",
+    "cache_dir",
     "endpoint",
+    "heartbeat_interval",
     "home_dir",
     "logs_dir",
     "model_logs_dir",
+    "model_restart_limit",
+    "model_src",
+    "worker_timeout",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -47,6 +52,20 @@ def model_logs_dir() -> Path:
     return path
 
 
+def cache_dir() -> Path:
+    """Downloaded weights: ``XINFERENCE_HOME/cache/<hub>/<org>--<repo>/<revision>/``."""
+    path = home_dir() / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def model_src() -> str | None:
+    """``XINFERENCE_MODEL_SRC``: the hub to download from when a launch names none (``huggingface``,
+    ``modelscope``); ``None`` when unset."""
+    value = os.environ.get("XINFERENCE_MODEL_SRC", "").strip().lower()
+    return value or None
+
+
 def endpoint() -> str:
     """``XINFERENCE_ENDPOINT``: the API the CLI talks to."""
     return os.environ.get("XINFERENCE_ENDPOINT") or DEFAULT_ENDPOINT
@@ -56,3 +75,30 @@ def api_keys() -> frozenset[str]:
     """``XINFERENCE_API_KEYS``: comma-separated keys; when set, every route needs ``Authorization: Bearer KEY``."""
     raw = os.environ.get("XINFERENCE_API_KEYS", "")
     return frozenset(key.strip() for key in raw.split(",") if key.strip())
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def heartbeat_interval() -> float:
+    """``XINFERENCE_HEARTBEAT_INTERVAL``: seconds between a worker's heartbeats (default 3)."""
+    return _seconds("XINFERENCE_HEARTBEAT_INTERVAL", 3.0)
+
+
+def worker_timeout() -> float:
+    """``XINFERENCE_WORKER_TIMEOUT``: a worker silent this long is declared dead (default 12 s, so it leaves the
+    routes within ~15 s)."""
+    return _seconds("XINFERENCE_WORKER_TIMEOUT", 12.0)
+
+
+def model_restart_limit() -> int:
+    """``XINFERENCE_MODEL_RESTARTS``: how many times a worker restarts a replica whose process died (default 3)."""
+    try:
+        return max(0, int(os.environ.get("XINFERENCE_MODEL_RESTARTS", "3")))
+    except ValueError:
+        return 3

@@ -45,8 +45,8 @@ def test_official_client_payload_is_accepted() -> None:
     assert launch["n_gpu"] == "auto" and launch["replica"] == 1
 
 
-@pytest.mark.parametrize("field,value", [("peft_model_config", {"lora_list": [1]}), ("model_path", "/x"),
-                                         ("envs", {"A": "1"}), ("gpu_idx", [0]), ("enable_virtual_env", True)])
+@pytest.mark.parametrize("field,value", [("peft_model_config", {"lora_list": [1]}), ("request_limits", 4),
+                                         ("envs", {"A": "1"}), ("replica_config", [{}]), ("enable_virtual_env", True)])
 def test_unsupported_launch_fields_named(field: str, value: object) -> None:
     with pytest.raises(UnsupportedOption, match=field):
         LaunchModelRequest.model_validate({**OFFICIAL_CLIENT_PAYLOAD, field: value}).to_launch()

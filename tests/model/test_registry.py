@@ -73,7 +73,8 @@ def test_safe_names_accepted(name: str) -> None:
 def test_choices_filter_and_explain() -> None:
     registry = ModelRegistry()
     family = registry.get("smollm2-instruct")
-    assert [c.spec.model_format for c in registry.choices(family, model_format="ggufv2")] == ["ggufv2"]
+    gguf = registry.choices(family, model_format="ggufv2")
+    assert {c.spec.model_format for c in gguf} == {"ggufv2"} and gguf[0].spec.bundled is not None
     assert [c.quantization for c in registry.choices(family, model_size_in_billions=0.135, quantization="q4_1")] \
         == ["Q4_1"]
     with pytest.raises(InvalidRequest, match="ships as"):

@@ -13,10 +13,12 @@ from xinference import __version__
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
 from xinference.api.route_cache import RouteTable
-from xinference.api.routers import cluster, generation, models, registrations
+from xinference.api.routers import cache, cluster, embeddings, engines, generation, models, registrations, rerank
+from xinference.api.serving.embeddings import EmbeddingService
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.models import ModelsService
 from xinference.api.serving.registrations import RegistrationsService
+from xinference.api.serving.rerank import RerankService
 from xinference.core.supervisor import SupervisorActor
 
 __all__ = ["create_app"]
@@ -33,6 +35,8 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
         app.state.generation = GenerationService(routes)
         app.state.models = ModelsService(supervisor, routes)
         app.state.registrations = RegistrationsService(supervisor)
+        app.state.embeddings = EmbeddingService(routes)
+        app.state.rerank = RerankService(routes)
         watcher = asyncio.create_task(routes.watch())
         try:
             yield
@@ -43,7 +47,7 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
     app.state.api_keys = api_keys
     app.state.supervisor_address = supervisor_address
     install_error_handlers(app)
-    for module in (cluster, models, generation, registrations):
+    for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engines):
         module.attach_router(app)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)

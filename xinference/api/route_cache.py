@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, TypeVar
 
 import xoscar as xo
 
 from xinference.core.model_actor import ModelActor
-from xinference.errors import ModelNotFound, ModelUnavailable, XinferenceError
+from xinference.errors import ModelNotFound, ModelUnavailable, ReplicaUnreachable, XinferenceError
 
 __all__ = ["Replica", "Route", "RouteTable", "model_call"]
 
@@ -38,6 +39,10 @@ class Route:
     model_ability: list[str]
     status: str = "ready"
     replicas: list[Replica] = field(default_factory=list)
+
+    def drop(self, replica: Replica) -> None:
+        """Stop routing to a replica found unreachable (until the next refresh says otherwise)."""
+        self.replicas = [r for r in self.replicas if r is not replica]
 
     def pick(self) -> Replica:
         if not self.replicas:
@@ -62,7 +67,8 @@ async def model_call(routes: RouteTable, uid: str, call: Awaitable[T]) -> T:
         raise
     except (xo.ServerClosed, xo.ActorNotExist, ConnectionError, OSError) as exc:
         routes.invalidate()
-        raise ModelUnavailable(f"model {uid!r} is not reachable (its process may have died): {exc}") from None
+        raise ReplicaUnreachable(f"a replica of model {uid!r} is not reachable (its process may have died): {exc}") \
+            from None
 
 
 class RouteTable:
@@ -74,6 +80,12 @@ class RouteTable:
         self._version = -1
         self._lock = asyncio.Lock()
         self._stale = True
+        #: replica address → until when it is skipped: found unreachable, not yet dropped by the supervisor.
+        self._suspect: dict[str, float] = {}
+
+    def mark_unreachable(self, address: str, seconds: float = 30.0) -> None:
+        """Skip a replica whose process did not answer, until the supervisor's table catches up (or ``seconds``)."""
+        self._suspect[address] = time.monotonic() + seconds
 
     async def get(self, model_uid: str) -> Route:
         route = self._routes.get(model_uid)
@@ -93,12 +105,16 @@ class RouteTable:
             version, routes = await self._supervisor.get_routes()
             old = {r.address: r for route in self._routes.values() for r in route.replicas}
             fresh: dict[str, Route] = {}
+            now = time.monotonic()
+            self._suspect = {a: t for a, t in self._suspect.items() if t > now}
             for uid, info in routes.items():
                 replicas = []
-                for address in info["replicas"]:
+                addresses = [a for a in info["replicas"] if a not in self._suspect] or info["replicas"]
+                for address in addresses:
                     replica = old.get(address)
                     if replica is None:
-                        replica = Replica(address, await xo.actor_ref(address=address, uid=ModelActor.default_uid()))
+                        # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
+                        replica = Replica(address, xo.create_actor_ref(address, ModelActor.default_uid()))
                     replicas.append(replica)
                 fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas)
             self._routes, self._version, self._stale = fresh, version, False

@@ -210,6 +210,33 @@ class Client:
         """Stop every replica of a model; a ClientError with status 404 when there is no such uid."""
         self._request("DELETE", f"/v1/models/{model_uid}")
 
+    def get_launch_model_progress(self, model_uid: str) -> dict[str, Any]:
+        """``{"progress": 0.0-1.0}`` of a model being launched (its weights' download); 1.0 once ready."""
+        result: dict[str, Any] = self._request("GET", f"/v1/models/{model_uid}/progress")
+        return result
+
+    def cancel_launch_model(self, model_uid: str) -> None:
+        """Stop a launch in progress; the pending ``launch_model`` call then fails with "... was cancelled"."""
+        self._request("POST", f"/v1/models/{model_uid}/cancel")
+
+    # -- model cache -----------------------------------------------------------------------------------------
+    def list_cached_models(self, model_name: str | None = None, worker_ip: str | None = None) -> list[dict[str, Any]]:
+        """Downloaded weights on the workers: one entry per repository revision (id, hub, repo, files, size)."""
+        params = {k: v for k, v in {"model_name": model_name, "worker_ip": worker_ip}.items() if v is not None}
+        body = self._request("GET", "/v1/cache/models", params=params)
+        entries: list[dict[str, Any]] = body.get("list", []) if isinstance(body, dict) else body
+        return entries
+
+    def remove_cached_model(
+        self, entry: str | None = None, model_name: str | None = None, worker_ip: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Delete one cache entry (by id) or every entry of ``model_name``; returns what was removed."""
+        params = {k: v for k, v in {"entry": entry, "model_name": model_name, "worker_ip": worker_ip}.items()
+                  if v is not None}
+        body = self._request("DELETE", "/v1/cache/models", params=params)
+        removed: list[dict[str, Any]] = body.get("removed", [])
+        return removed
+
     # -- generation ------------------------------------------------------------------------------------------
 
     # -- registrations ------------------------------------------------------------------------------------------
@@ -229,6 +256,13 @@ class Client:
 
     def get_model_registration(self, model_type: str, model_name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._request("GET", f"/v1/model_registrations/{model_type}/{model_name}")
+        return result
+
+    # -- engines ------------------------------------------------------------------------------------------------
+    def query_engines(self, model_name: str, model_type: str | None = "LLM") -> dict[str, Any]:
+        """Every engine's verdict on a model over the cluster: ``{engine: [accepted params...] | "reason"}``."""
+        path = f"/v1/engines/{model_type}/{model_name}" if model_type else f"/v1/engines/{model_name}"
+        result: dict[str, Any] = self._request("GET", path)
         return result
 
     @overload

@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import xoscar as xo
 
 from xinference.engines.base import ChunkStream, Engine
-from xinference.errors import ModelUnavailable, WrongModelType, XinferenceError
+from xinference.errors import LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
 
 __all__ = ["STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor"]
 
@@ -43,6 +44,11 @@ class LaunchPlan:
     quantization: str
     engine_config: dict[str, Any]
     hardware: dict[str, Any] = field(default_factory=dict)
+    #: Local weights given at launch (override the spec's sources) and the hub chosen at launch, if any.
+    model_path: str | None = None
+    download_hub: str | None = None
+    #: GPUs of the worker this replica may use (the worker sets the device visibility of the subprocess).
+    gpu_indices: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,6 +71,16 @@ def redirect_output_to(path: str) -> None:
     )
 
 
+async def _exit_when_orphaned(parent: int, interval: float = 1.0) -> None:
+    """A model process outlives its worker only by accident (the worker was killed): then it exits, within about
+    ``interval`` seconds, instead of holding memory and a GPU nobody can reach."""
+    while True:
+        await asyncio.sleep(interval)
+        if os.getppid() != parent:
+            logger.warning("the worker process %d is gone: this model process exits", parent)
+            os._exit(0)
+
+
 class ModelActor(xo.StatelessActor):
     """Serves one replica. Stateless in xoscar's sense: calls run concurrently, the engine does the batching."""
 
@@ -75,6 +91,9 @@ class ModelActor(xo.StatelessActor):
         self._streams: dict[str, _OpenStream] = {}
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
+        self._orphan_check: asyncio.Task[None] | None = None
+        self._load_progress = 0.0
+        self._load_cancel = threading.Event()
 
     @classmethod
     def default_uid(cls) -> str:
@@ -85,6 +104,7 @@ class ModelActor(xo.StatelessActor):
         if log_path:
             redirect_output_to(log_path)
         self._reaper = asyncio.create_task(self._reap_stale_streams())
+        self._orphan_check = asyncio.create_task(_exit_when_orphaned(os.getppid()))
 
     async def __pre_destroy__(self) -> None:
         if self._reaper is not None:
@@ -103,7 +123,13 @@ class ModelActor(xo.StatelessActor):
         family = ModelFamily.model_validate(plan.family)
         spec = ModelSpec.model_validate(plan.spec)
         engine_cls = get_engine_class(plan.model_engine)
-        path = await asyncio.to_thread(resolve_model_path, spec, plan.quantization)
+        path = await asyncio.to_thread(
+            resolve_model_path, spec, plan.quantization, self._on_download, self._load_cancel,
+            download_hub=plan.download_hub, model_path=plan.model_path, model_name=family.model_name,
+        )
+        if self._load_cancel.is_set():
+            raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
+        self._load_progress = 1.0
         engine = engine_cls(
             model_uid=plan.model_uid,
             family=family,
@@ -118,6 +144,18 @@ class ModelActor(xo.StatelessActor):
         logger.info("%s loaded with %s in %.2fs", plan.replica_uid, plan.model_engine, time.monotonic() - started)
         resolved = getattr(engine, "resolved", None)
         return {"pid": os.getpid(), "engine_config": resolved.model_dump() if resolved is not None else {}}
+
+    def _on_download(self, done: int, total: int) -> None:
+        # Called from the download thread; a float store is atomic, the reader only ever sees a whole value.
+        self._load_progress = min(done / total, 1.0) if total > 0 else 0.0
+
+    async def progress(self) -> float:
+        """How far ``load`` has come (0.0-1.0): the download fraction, 1.0 once the weights are local."""
+        return 1.0 if self._engine is not None else self._load_progress
+
+    async def cancel_load(self) -> None:
+        """Stop a ``load`` that is still downloading: it raises LaunchFailed ("... was cancelled")."""
+        self._load_cancel.set()
 
     async def unload(self) -> None:
         for entry in self._streams.values():
@@ -138,6 +176,16 @@ class ModelActor(xo.StatelessActor):
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._ready().completions(request)
+
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._ready().embed(request)
+
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._ready().rerank(request)
+
+    async def engine_stats(self) -> dict[str, Any]:
+        """The engine's own counters (e.g. forward passes of a batching engine), for tests and diagnostics."""
+        return self._ready().stats()
 
     async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
         """Start a streamed ``chat`` or ``completions`` request; returns (stream id, first chunks, done).

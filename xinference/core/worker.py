@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import xoscar as xo
 from xinference import settings
 from xinference.core.hardware import detect_hardware
 from xinference.core.model_actor import LOG_ENV, ModelActor
-from xinference.errors import LaunchFailed, ModelNotFound, XinferenceError
+from xinference.errors import InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
 
 __all__ = ["WorkerActor", "log_tail", "scrub_paths"]
 
@@ -50,6 +51,15 @@ class _Replica:
     replica_uid: str
     address: str
     log_path: Path
+    plan: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    restarting: bool = False
+
+    def report(self) -> dict[str, Any]:
+        """What the supervisor needs to (re)adopt this replica."""
+        return {"plan": self.plan, "address": self.address, "pid": self.facts.get("pid"),
+                "engine_config": self.facts.get("engine_config", {})}
 
 
 class WorkerActor(xo.StatelessActor):
@@ -61,6 +71,8 @@ class WorkerActor(xo.StatelessActor):
         self._supervisor_address = supervisor_address
         self._replicas: dict[str, _Replica] = {}
         self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._supervisor: Any = None
 
     @classmethod
     def default_uid(cls) -> str:
@@ -70,8 +82,27 @@ class WorkerActor(xo.StatelessActor):
         if self._supervisor_address:
             from xinference.core.supervisor import SupervisorActor
 
-            supervisor = await xo.actor_ref(address=self._supervisor_address, uid=SupervisorActor.default_uid())
-            await supervisor.add_worker(self.address, await self.hardware())
+            self._supervisor = await xo.actor_ref(address=self._supervisor_address, uid=SupervisorActor.default_uid())
+            await self._supervisor.add_worker(self.address, await self.hardware())
+            self._tasks.append(asyncio.create_task(self._heartbeat()))
+        self._tasks.append(asyncio.create_task(self._watch_replicas()))
+
+    async def __pre_destroy__(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def _heartbeat(self) -> None:
+        """Tell the supervisor this worker lives; re-register (with the running replicas) when it forgot us."""
+        while True:
+            await asyncio.sleep(settings.heartbeat_interval())
+            try:
+                hardware = await self.hardware()
+                if not await self._supervisor.heartbeat(self.address, hardware):
+                    logger.info("the supervisor does not know this worker (restarted?): registering again")
+                    reports = [r.report() for r in self._replicas.values() if not r.restarting and r.facts]
+                    await self._supervisor.add_worker(self.address, hardware, reports)
+            except Exception as exc:  # noqa: BLE001 - the supervisor may be down: keep serving, retry next beat
+                logger.debug("heartbeat failed: %s", exc)
 
     async def hardware(self) -> dict[str, Any]:
         """Fresh hardware facts (free memory changes as models come and go)."""
@@ -81,33 +112,126 @@ class WorkerActor(xo.StatelessActor):
     async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
         """Start a subprocess, create the ModelActor there and load the model; returns its address and facts."""
         replica_uid = plan["replica_uid"]
+        model_path = plan.get("model_path")
+        if model_path and not await asyncio.to_thread(os.path.exists, model_path):
+            raise InvalidRequest(f"model_path {model_path!r} does not exist on worker {self.address}",
+                                 param="model_path")
+        plan = {**plan, "hardware": plan.get("hardware") or await self.hardware()}
         async with self._lock:
             if replica_uid in self._replicas:
                 raise LaunchFailed(f"replica {replica_uid!r} is already running on this worker")
-            log_path = settings.model_logs_dir() / f"{replica_uid}.log"
-            log_path.write_text("")
-            address = await self._pool.append_sub_pool(label=f"model:{replica_uid}", env={LOG_ENV: str(log_path)})
-            self._replicas[replica_uid] = _Replica(replica_uid, address, log_path)
-        plan = {**plan, "hardware": plan.get("hardware") or await self.hardware()}
+            replica = _Replica(replica_uid, "", settings.model_logs_dir() / f"{replica_uid}.log", plan)
+            self._replicas[replica_uid] = replica
         try:
-            ref = await xo.create_actor(ModelActor, plan, address=address, uid=ModelActor.default_uid())
-            facts = await ref.load()
-        except LaunchFailed as exc:
-            await self._discard(replica_uid)
-            raise LaunchFailed(self._with_log(exc.message, log_path), param=exc.param) from None
-        except XinferenceError:
-            await self._discard(replica_uid)
+            await self._spawn(replica)
+        except BaseException:
+            self._replicas.pop(replica_uid, None)
             raise
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            await self._discard(replica_uid)
+        logger.info("replica %s serving at %s", replica_uid, replica.address)
+        return {"address": replica.address, **replica.facts}
+
+    def _subprocess_env(self, plan: dict[str, Any]) -> dict[str, str]:
+        env = {LOG_ENV: "", "CUDA_VISIBLE_DEVICES": ""}
+        gpus = {g["index"]: g for g in (plan.get("hardware") or {}).get("gpus", [])}
+        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.get("gpu_indices", [])
+                  if i in gpus]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+        return env
+
+    async def _spawn(self, replica: _Replica) -> None:
+        """Create the subprocess and load the model in it; on failure, clean up and raise with the log tail."""
+        replica.log_path.write_text("")
+        env = {**self._subprocess_env(replica.plan), LOG_ENV: str(replica.log_path)}
+        address = await self._pool.append_sub_pool(label=f"model:{replica.replica_uid}", env=env)
+        replica.address = address
+        try:
+            ref = await xo.create_actor(ModelActor, replica.plan, address=address, uid=ModelActor.default_uid())
+            replica.facts = await ref.load()
+        except LaunchFailed as exc:
+            await self._remove_process(replica)
+            raise LaunchFailed(self._with_log(exc.message, replica.log_path), param=exc.param) from None
+        except (XinferenceError, asyncio.CancelledError, KeyboardInterrupt):
+            await self._remove_process(replica)
             raise
         except BaseException as exc:  # noqa: BLE001 - the subprocess died or the actor call broke
             code = self._exit_code(address)
-            await self._discard(replica_uid)
+            await self._remove_process(replica)
             status = f"exited with code {code}" if code is not None else f"failed ({type(exc).__name__})"
-            raise LaunchFailed(self._with_log(f"the model process {status} while loading", log_path)) from None
-        logger.info("replica %s serving at %s", replica_uid, address)
-        return {"address": address, **facts}
+            raise LaunchFailed(self._with_log(f"the model process {status} while loading", replica.log_path)) from None
+
+    async def _watch_replicas(self) -> None:
+        """Notice replicas whose process died; report them and restart them (up to the restart limit)."""
+        while True:
+            await asyncio.sleep(1.0)
+            for replica in list(self._replicas.values()):
+                if replica.restarting or not replica.facts:
+                    continue
+                code = self._exit_code(replica.address)
+                if code is not None:
+                    replica.restarting = True
+                    asyncio.create_task(self._recover(replica, code))
+
+    async def _recover(self, replica: _Replica, code: int) -> None:
+        message = self._with_log(f"the model process exited with code {code}", replica.log_path)
+        logger.warning("replica %s died (exit code %s)", replica.replica_uid, code)
+        model_uid = replica.plan.get("model_uid", "")
+        await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid, message)
+        await self._remove_process(replica)
+        while replica.restarts < settings.model_restart_limit() and replica.replica_uid in self._replicas:
+            replica.restarts += 1
+            try:
+                await self._spawn(replica)
+            except Exception as exc:  # noqa: BLE001 - reported, then retried or given up
+                logger.warning("restart %d of %s failed: %s", replica.restarts, replica.replica_uid, exc)
+                continue
+            replica.restarting = False
+            logger.info("replica %s restarted at %s", replica.replica_uid, replica.address)
+            await self._tell_supervisor("replica_restarted", self.address, replica.report())
+            return
+        self._replicas.pop(replica.replica_uid, None)
+        await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid,
+                                    f"gave up after {replica.restarts} restart(s)")
+
+    async def _tell_supervisor(self, method: str, *args: Any) -> None:
+        if self._supervisor is None:
+            return
+        try:
+            await getattr(self._supervisor, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - the supervisor may be restarting; it re-adopts on re-register
+            logger.debug("could not report %s to the supervisor: %s", method, exc)
+
+    async def launch_progress(self, replica_uid: str) -> float:
+        """Load progress (0.0-1.0) of a replica being launched here; 0.0 before its model actor exists."""
+        replica = self._replicas.get(replica_uid)
+        if replica is None:
+            raise ModelNotFound(f"replica {replica_uid!r} is not on this worker")
+        if not replica.address:
+            return 0.0  # its subprocess is still starting
+        try:
+            return float(await (await self._model_ref(replica.address)).progress())
+        except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
+            return 0.0
+
+    async def cancel_launch(self, replica_uid: str) -> None:
+        """Ask a loading replica to stop downloading; its ``launch_replica`` then fails as cancelled."""
+        replica = self._replicas.get(replica_uid)
+        if replica is None or not replica.address:
+            return
+        try:
+            await (await self._model_ref(replica.address)).cancel_load()
+        except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
+            logger.debug("replica %s had no model actor to cancel yet", replica_uid)
+
+    async def list_cache(self, model_name: str | None = None) -> list[dict[str, Any]]:
+        """The model cache entries on this node (see :mod:`xinference.model.cache`)."""
+        from xinference.model.cache import list_entries
+
+        return [{**entry, "worker": self.address} for entry in await asyncio.to_thread(list_entries, model_name)]
+
+    async def remove_cache(self, entry_id: str) -> dict[str, Any]:
+        from xinference.model.cache import remove_entry
+
+        return {**await asyncio.to_thread(remove_entry, entry_id), "worker": self.address}
 
     async def terminate_replica(self, replica_uid: str) -> None:
         if replica_uid not in self._replicas:
@@ -118,15 +242,28 @@ class WorkerActor(xo.StatelessActor):
         return list(self._replicas)
 
     async def shutdown(self) -> None:
-        """Stop every replica (used on orderly shutdown)."""
+        """Stop every replica and leave the cluster (orderly shutdown)."""
+        for task in self._tasks:
+            task.cancel()
         await asyncio.gather(*(self._discard(uid) for uid in list(self._replicas)), return_exceptions=True)
+        if self._supervisor is not None and self._supervisor_address != self.address:
+            try:
+                await asyncio.wait_for(self._supervisor.remove_worker(self.address), timeout=5)
+            except Exception:  # noqa: BLE001 - the supervisor may be gone already
+                logger.debug("could not tell the supervisor this worker leaves")
 
     async def _discard(self, replica_uid: str) -> None:
         replica = self._replicas.pop(replica_uid, None)
-        if replica is None:
+        if replica is not None:
+            await self._remove_process(replica)
+
+    async def _remove_process(self, replica: _Replica) -> None:
+        replica_uid = replica.replica_uid
+        if not replica.address:
             return
         try:
-            await asyncio.wait_for(xo.destroy_actor(await self._model_ref(replica.address)), timeout=10)
+            if self._exit_code(replica.address) is None:  # still alive: let the engine unload first
+                    await asyncio.wait_for(xo.destroy_actor(await self._model_ref(replica.address)), timeout=10)
         except BaseException:  # noqa: BLE001 - the process may already be gone; removal below is what matters
             logger.debug("model actor of %s did not shut down cleanly", replica_uid, exc_info=True)
         try:

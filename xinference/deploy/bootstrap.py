@@ -46,8 +46,12 @@ class ApiServer(uvicorn.Server):
 
 
 async def create_pool(host: str, port: int = 0) -> Any:
-    """An xoscar main pool bound to ``host:port`` (0: any free port). Its address is ``pool.external_address``."""
-    return await xo.create_actor_pool(f"{host}:{port}", n_process=0)
+    """An xoscar main pool bound to ``host:port`` (0: any free port). Its address is ``pool.external_address``.
+
+    xoscar's own recovery of dead subprocesses is off: it would recreate a model actor without loading the model.
+    The worker restarts dead replicas itself (see ``WorkerActor._recover``).
+    """
+    return await xo.create_actor_pool(f"{host}:{port}", n_process=0, auto_recover=False)
 
 
 async def serve_api(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ _CONSTANTS: dict[str, Any] = {"true": True, "false": False, "none": None, "null"
 #: Names ``launch`` sets itself; given as engine options they would be ambiguous.
 _LAUNCH_FIELDS = frozenset(
     {"model_name", "model_engine", "model_uid", "model_type", "model_format", "model_size_in_billions",
-     "quantization", "replica", "n_gpu"}
+     "quantization", "replica", "n_gpu", "model_path", "download_hub"}
 )
 
 _PROMPT = ">>> "
@@ -174,6 +175,9 @@ def main() -> None:
 @click.option(
     "--n-gpu", default="auto", show_default=True, metavar="auto|none|N", callback=_n_gpu, help="GPUs per replica."
 )
+@click.option("--model-path", default=None, help="Absolute path of local weights on the worker (overrides the hub).")
+@click.option("--download-hub", type=click.Choice(["huggingface", "modelscope"]), default=None,
+              help="Hub to download from. [default: $XINFERENCE_MODEL_SRC, else huggingface]")
 @_connection_options
 @click.pass_context
 def launch(
@@ -187,16 +191,25 @@ def launch(
     quantization: str | None,
     replica: int,
     n_gpu: Any,
+    model_path: str | None,
+    download_hub: str | None,
     endpoint: str,
     api_key: str | None,
 ) -> None:
-    """Launch a model and wait until it is ready; prints its uid."""
+    """Launch a model and wait until it is ready (a progress bar shows a download); prints its uid."""
     engine_options = parse_engine_options(ctx.args)
     for key in engine_options.keys() & _LAUNCH_FIELDS:
         raise click.UsageError(f"--{key} is not an engine option; see `xinference launch --help` for its spelling")
+    if model_path is not None:
+        engine_options["model_path"] = model_path
+    if download_hub is not None:
+        engine_options["download_hub"] = download_hub
     with _client(endpoint, api_key) as client:
-        uid = client.launch_model(
-            model_name,
+        uid = _launch_with_progress(
+            client,
+            api_key,
+            model_uid or model_name,
+            model_name=model_name,
             model_engine=model_engine,
             model_uid=model_uid,
             model_type=model_type,
@@ -210,6 +223,122 @@ def launch(
         engine = client.describe_model(uid).get("model_engine")
     click.echo(f"Model uid: {uid}")
     click.echo(f"Engine: {engine}")
+
+
+def _launch_with_progress(client: Client, api_key: str | None, uid: str, **launch: Any) -> str:
+    """``client.launch_model`` in a thread while this one polls the launch's progress and draws a bar on stderr
+    once a download is under way. Ctrl-C cancels the launch."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["uid"] = client.launch_model(**launch)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the main thread below
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    bar = _Bar()
+    try:
+        with Client(client.endpoint, api_key=api_key, timeout=5) as poller:
+            while worker.is_alive():
+                worker.join(0.5)
+                if not worker.is_alive():
+                    break
+                try:
+                    fraction = float(poller.get_launch_model_progress(uid).get("progress", 0.0))
+                except ClientError:
+                    continue  # not registered yet, or a transient error: keep waiting
+                if 0.0 < fraction < 1.0 or bar.drawn:
+                    bar.draw(fraction)
+    except KeyboardInterrupt:
+        click.echo("\ncancelling the launch...", err=True)
+        try:
+            client.cancel_launch_model(uid)
+        except ClientError:
+            pass
+        worker.join(30)
+        raise
+    finally:
+        if bar.drawn:
+            bar.draw(1.0 if "uid" in result else bar.fraction)
+            click.echo(err=True)
+    if "error" in result:
+        raise result["error"]
+    return str(result["uid"])
+
+
+class _Bar:
+    """One ``\r``-redrawn line on stderr: ``Downloading [#####-----]  42.0%``."""
+
+    width = 40
+
+    def __init__(self) -> None:
+        self.drawn = False
+        self.fraction = 0.0
+
+    def draw(self, fraction: float) -> None:
+        self.drawn, self.fraction = True, fraction
+        done = int(fraction * self.width)
+        click.echo(f"\rDownloading [{'#' * done}{'-' * (self.width - done)}] {fraction * 100:5.1f}%", nl=False,
+                   err=True)
+
+
+_CACHE_COLUMNS = ("ID", "Hub", "Repository", "Revision", "Models", "Files", "Size", "Worker")
+
+
+def _human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+@main.command()
+@click.option("-n", "--model-name", default=None, help="Only the entries this model was launched from.")
+@click.option("-w", "--worker-ip", default=None, help="Only this worker's cache.")
+@_connection_options
+def cached(model_name: str | None, worker_ip: str | None, endpoint: str, api_key: str | None) -> None:
+    """List the downloaded weights in the model cache of every worker."""
+    with _client(endpoint, api_key) as client:
+        entries = client.list_cached_models(model_name=model_name, worker_ip=worker_ip)
+    rows = []
+    for e in entries:
+        size = _human_size(int(e.get("size_bytes") or 0))
+        if e.get("partial_bytes"):
+            size += f" ({_human_size(int(e['partial_bytes']))} partial)"
+        rows.append([e["id"], e["hub"], e["repo_id"], e.get("revision"), ",".join(e.get("model_names") or []) or None,
+                     len(e.get("files") or []), size, e.get("worker")])
+    click.echo(format_table(_CACHE_COLUMNS, rows))
+
+
+@main.command("remove-cache")
+@click.option("--entry", default=None, help="Cache entry id, as `xinference cached` lists it.")
+@click.option("-n", "--model-name", default=None, help="Remove every entry this model was launched from.")
+@click.option("-w", "--worker-ip", default=None, help="Only on this worker.")
+@click.option("-y", "--yes", is_flag=True, default=False, help="Do not ask for confirmation.")
+@_connection_options
+def remove_cache(
+    entry: str | None, model_name: str | None, worker_ip: str | None, yes: bool, endpoint: str, api_key: str | None
+) -> None:
+    """Delete downloaded weights from the model cache (by entry id, or by model name)."""
+    if bool(entry) == bool(model_name):
+        raise click.UsageError("give exactly one of --entry or --model-name")
+    with _client(endpoint, api_key) as client:
+        if not yes:
+            found = [e for e in client.list_cached_models(model_name=model_name, worker_ip=worker_ip)
+                     if entry in (None, e["id"])]
+            if not found:
+                click.echo("Error: nothing in the cache matches", err=True)
+                sys.exit(1)
+            for e in found:
+                click.echo(f"{e['id']}  {_human_size(int(e.get('size_bytes') or 0))}  on {e.get('worker')}")
+            click.confirm("Remove these cache entries?", abort=True)
+        removed = client.remove_cached_model(entry=entry, model_name=model_name, worker_ip=worker_ip)
+    for r in removed:
+        click.echo(f"Removed {r['id']} ({_human_size(int(r['freed_bytes']))}) on {r['worker']}.")
 
 
 @main.command("list")
@@ -265,6 +394,26 @@ def registrations(model_type: str, endpoint: str, api_key: str | None) -> None:
         entries = client.list_model_registrations(model_type)
     rows = [[e["model_name"], "built-in" if e["is_builtin"] else "custom"] for e in entries]
     click.echo(format_table(["Name", "Origin"], rows))
+
+
+@main.command()
+@click.option("-n", "--model-name", required=True, help="Model name in the registry, e.g. smollm2-instruct.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
+@_connection_options
+def engine(model_name: str, model_type: str, endpoint: str, api_key: str | None) -> None:
+    """Show which engines can run a model on this cluster's workers, and why the others cannot."""
+    with _client(endpoint, api_key) as client:
+        table = client.query_engines(model_name, model_type)
+    rows: list[list[Any]] = []
+    for name, verdict in table.items():
+        if isinstance(verdict, str):
+            rows.append([name, None, None, None, None, verdict])
+            continue
+        for params in verdict:
+            quantizations = ", ".join(str(q) for q in params.get("quantizations", []))
+            rows.append([name, params.get("model_format"), params.get("model_size_in_billions"), quantizations,
+                         params.get("model_hub"), None])
+    click.echo(format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"], rows))
 
 
 @main.command()

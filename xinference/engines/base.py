@@ -227,5 +227,19 @@ class Engine(abc.ABC):
         """Start a streamed text completion."""
         raise self._unsupported("generate")
 
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Embeddings of ``request["input"]`` (a list of strings or token-id lists): an OpenAI ``list`` dict of
+        ``embedding`` objects with ``usage``. Engines of embedding models override this."""
+        raise self._unsupported("embed")
+
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Scores of ``request["documents"]`` against ``request["query"]``, best first: ``{"id", "results":
+        [{"index", "relevance_score", "document"}], "meta"}``. Engines of rerank models override this."""
+        raise self._unsupported("rerank")
+
+    def stats(self) -> dict[str, Any]:
+        """Engine counters worth observing (batching engines report their forward passes); empty by default."""
+        return {}
+
     def _unsupported(self, ability: str) -> XinferenceError:
         return WrongModelType(f"model {self.model_uid!r} served by {self.name} cannot {ability}")

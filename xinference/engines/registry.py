@@ -1,6 +1,12 @@
 """The one table of engines: user-facing name → adapter class, imported lazily.
 
 Adding an engine is one line here plus its folder. Nothing registers itself on import.
+
+The order of :data:`_ENGINES` is the preference used when a launch names no engine: the first engine whose
+``match()`` accepts the model on the chosen worker (and whose library is installed) wins. GPU servers come first
+(vLLM, then SGLang: the fastest where a CUDA GPU exists), then MLX (Apple silicon), then llama.cpp (GGUF anywhere),
+then the general engines (Transformers, sentence-transformers). ``match()`` rejects what cannot run here, so taking
+the first accepted engine gives the best one available.
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ __all__ = ["ENGINE_ORDER", "engine_names", "get_engine_class", "resolve_engine_n
 
 #: name → "module:Class". The order is the preference used when a launch names no engine.
 _ENGINES: dict[str, str] = {
+    "vLLM": "xinference.engines.vllm.engine:VLLMEngine",
+    "SGLang": "xinference.engines.sglang.engine:SGLangEngine",
+    "MLX": "xinference.engines.mlx.engine:MLXEngine",
     "llama.cpp": "xinference.engines.llama_cpp.engine:LlamaCppEngine",
+    "Transformers": "xinference.engines.transformers.engine:TransformersEngine",
+    "sentence_transformers": "xinference.engines.sentence_transformers.engine:SentenceTransformersEngine",
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)

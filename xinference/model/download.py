@@ -5,19 +5,38 @@ Runs on the worker side (in the model subprocess) because weights live where the
 - ``bundled``: weights shipped inside an installed Python package, located with ``importlib`` (never a fixed
   path). A missing package is a LaunchFailed naming the package to install.
 - ``model_uri``: ``file:///`` weights already on this machine (custom registrations).
-- hub sources (Hugging Face, ModelScope): not downloadable in this build; the error says so and names the repo.
+- hub sources (Hugging Face, ModelScope): downloaded into ``XINFERENCE_HOME/cache`` by :mod:`xinference.model.hub`
+  (resumable, with progress and cancellation); the hub is the launch's ``download_hub``, else
+  ``XINFERENCE_MODEL_SRC``, else Hugging Face (falling back to the other hub when the spec names only that one).
+- ``model_path`` given at launch: local weights that override every source of the spec.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from urllib.parse import unquote, urlparse
 
+from xinference import settings
 from xinference.errors import LaunchFailed
+from xinference.model.hub import HUBS, HubDownload, ProgressCallback
 from xinference.model.spec import BundledSource, ModelSpec
 
-__all__ = ["bundled_path", "gguf_in_folder", "local_path", "resolve_model_path"]
+__all__ = [
+    "bundled_path",
+    "choose_hub",
+    "gguf_in_folder",
+    "given_path",
+    "local_path",
+    "resolve_model_path",
+    "snapshot_files",
+]
+
+#: Files a non-GGUF model needs from its repository: weights, configs, tokenizer, chat template, remote code.
+_SNAPSHOT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".txt", ".tiktoken", ".jinja", ".py")
+#: Alternative exports that repositories often carry next to the weights we load.
+_SNAPSHOT_SKIP_DIRS = frozenset({"onnx", "openvino", "coreml", "tflite", "flax", "tf", "original"})
 
 
 def bundled_path(source: BundledSource) -> str:
@@ -32,6 +51,8 @@ def bundled_path(source: BundledSource) -> str:
             f"these weights ship in the Python package {source.pip_name!r}, which is not installed on this "
             f"worker; install it with: {hint}"
         )
+    if source.resolver is not None:
+        return _resolved_bundle(source, hint)
     folder = list(found.submodule_search_locations)[0]
     path = os.path.join(folder, source.file) if source.file else folder
     if not os.path.exists(path):
@@ -39,6 +60,43 @@ def bundled_path(source: BundledSource) -> str:
             f"the package {source.pip_name!r} is installed but has no {source.file!r}; reinstall it with: {hint}"
         )
     return path
+
+
+def _resolved_bundle(source: BundledSource, hint: str) -> str:
+    """Weights a package builds on request (chunks assembled and checksummed by its own function), written once
+    under ``XINFERENCE_HOME/cache/bundled/<package>/``; later launches get the same file back, re-checked by the
+    package. A first build goes to a temporary name and is renamed, so concurrent launches never see half a file."""
+    import importlib
+
+    from xinference import settings
+
+    assert source.resolver is not None and source.file is not None  # enforced by BundledSource
+    module_name, _, function_name = source.resolver.partition(":")
+    try:
+        build = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise LaunchFailed(
+            f"the package {source.pip_name!r} has no {source.resolver!r} to build its weights ({exc}); reinstall it "
+            f"with: {hint}"
+        ) from exc
+    folder = settings.home_dir() / "cache" / "bundled" / source.package
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / os.path.basename(source.file)
+    try:
+        if target.exists():
+            return str(build(target))
+        partial = folder / f".{target.name}.{os.getpid()}.partial"
+        try:
+            built = build(partial)
+            os.replace(built, target)
+        finally:
+            if partial.exists():
+                partial.unlink()
+        return str(target)
+    except Exception as exc:  # noqa: BLE001 - the package's own error text (missing chunk, bad checksum) is the point
+        raise LaunchFailed(
+            f"the package {source.pip_name!r} could not build its weights: {exc}; reinstall it with: {hint}"
+        ) from exc
 
 
 def local_path(uri: str) -> str:
@@ -68,15 +126,74 @@ def gguf_in_folder(path: str, spec: ModelSpec, quantization: str) -> str:
     return os.path.join(path, found[0])
 
 
-def resolve_model_path(spec: ModelSpec, quantization: str) -> str:
-    """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing."""
+def given_path(model_path: str, spec: ModelSpec, quantization: str) -> str:
+    """The ``model_path`` of a launch: an absolute local path (a GGUF file, or a folder) on this worker."""
+    if "\0" in model_path or not os.path.isabs(model_path):
+        raise LaunchFailed(f"model_path must be an absolute path, got {model_path[:200]!r}")
+    path = os.path.normpath(model_path)
+    if not os.path.exists(path):
+        raise LaunchFailed(f"model_path {model_path!r} does not exist on this worker")
+    if spec.model_format == "ggufv2":
+        return gguf_in_folder(path, spec, quantization)
+    if not os.path.isdir(path):
+        raise LaunchFailed(f"model_path {model_path!r} must be a folder for {spec.model_format} weights")
+    return path
+
+
+def choose_hub(spec: ModelSpec, requested: str | None = None) -> tuple[str, str]:
+    """(hub, repository id) to download ``spec`` from: ``requested``, else XINFERENCE_MODEL_SRC, else Hugging Face;
+    without an explicit request, the other hub is used when the spec names only that one."""
+    if requested:
+        if requested not in HUBS:
+            raise LaunchFailed(f"unknown download_hub {requested!r}; use one of {', '.join(HUBS)}")
+        repo = spec.hub_id(requested)  # type: ignore[arg-type]
+        if repo is None:
+            raise LaunchFailed(f"this {spec.model_format} spec has no {requested} repository")
+        return requested, repo
+    preferred = settings.model_src() or "huggingface"
+    if preferred not in HUBS:
+        raise LaunchFailed(f"XINFERENCE_MODEL_SRC={preferred!r} is not one of {', '.join(HUBS)}")
+    for hub in (preferred, *(h for h in HUBS if h != preferred)):
+        repo = spec.hub_id(hub)  # type: ignore[arg-type]
+        if repo is not None:
+            return hub, repo
+    raise LaunchFailed(f"this {spec.model_format} spec has no source to download it from")
+
+
+def snapshot_files(names: list[str]) -> list[str]:
+    """The files of a repository that a non-GGUF model needs (``.bin`` only when there is no safetensors)."""
+    picked = [n for n in names if n.lower().endswith(_SNAPSHOT_SUFFIXES)
+              and not _SNAPSHOT_SKIP_DIRS.intersection(n.split("/")[:-1])]
+    if any(n.endswith(".safetensors") for n in picked):
+        picked = [n for n in picked if not n.endswith(".bin")]
+    return picked
+
+
+def resolve_model_path(
+    spec: ModelSpec,
+    quantization: str,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    download_hub: str | None = None,
+    model_path: str | None = None,
+    model_name: str | None = None,
+) -> str:
+    """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing.
+
+    Hub weights are downloaded (into the cache) first: ``progress`` gets (bytes done, bytes expected) and setting
+    ``cancel`` stops the download. ``model_name`` is recorded in the cache entry, for ``xinference cached``.
+    """
+    if model_path:
+        return given_path(model_path, spec, quantization)
     if spec.bundled is not None:
         return bundled_path(spec.bundled)
     if spec.model_uri is not None:
         path = local_path(spec.model_uri)
         return gguf_in_folder(path, spec, quantization) if spec.model_format == "ggufv2" else path
-    repo = spec.hub_id("huggingface") or spec.hub_id("modelscope")
-    raise LaunchFailed(
-        f"the {spec.model_format} {spec.size}B spec ({quantization}) comes from the hub repository {repo!r}, and "
-        "downloading from a model hub is not available in this build; use a bundled spec"
-    )
+    hub, repo = choose_hub(spec, download_hub)
+    download = HubDownload(hub, repo, spec.model_revision, progress=progress, cancel=cancel, model_name=model_name)
+    if spec.model_format == "ggufv2":
+        assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
+        return download.file(spec.model_file_name_template.format(quantization=quantization))
+    return download.snapshot(snapshot_files)

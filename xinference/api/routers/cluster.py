@@ -34,5 +34,11 @@ async def list_workers(request: Request) -> list[dict[str, Any]]:
     return workers
 
 
+@router.get("/v1/cluster/info")
+async def cluster_info(request: Request) -> dict[str, Any]:
+    info: dict[str, Any] = await request.app.state.supervisor.cluster_info()
+    return info
+
+
 def attach_router(app: FastAPI) -> None:
     app.include_router(router)

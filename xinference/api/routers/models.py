@@ -34,6 +34,22 @@ async def describe_model(model_uid: str, request: Request) -> dict[str, Any]:
     return await _service(request).describe(model_uid)
 
 
+@router.get("/v1/models/{model_uid}/progress")
+async def launch_progress(model_uid: str, request: Request) -> dict[str, Any]:
+    return await _service(request).progress(model_uid)
+
+
+@router.post("/v1/models/{model_uid}/cancel")
+async def cancel_launch(model_uid: str, request: Request) -> dict[str, Any]:
+    await _service(request).cancel(model_uid)
+    return {"model_uid": model_uid, "cancelled": True}
+
+
+@router.get("/v1/models/{model_uid}/events")
+async def model_events(model_uid: str, request: Request) -> dict[str, Any]:
+    return await _service(request).events(model_uid)
+
+
 @router.delete("/v1/models/{model_uid}")
 async def terminate_model(model_uid: str, request: Request) -> dict[str, Any]:
     await _service(request).terminate(model_uid)

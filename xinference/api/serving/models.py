@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -20,25 +19,13 @@ class ModelsService:
     def __init__(self, supervisor: Any, routes: RouteTable) -> None:
         self._supervisor = supervisor
         self._routes = routes
-        self._launches: set[asyncio.Task[Any]] = set()
 
     async def launch(self, body: LaunchModelRequest, wait_ready: bool = True) -> dict[str, Any]:
-        launch = body.to_launch()
-        if not wait_ready:
-            task = asyncio.get_running_loop().create_task(self._launch_logged(launch))
-            self._launches.add(task)
-            task.add_done_callback(self._launches.discard)
-            return {"model_uid": launch["model_uid"] or launch["model_name"], "status": "launching"}
-        info: dict[str, Any] = await self._supervisor.launch_model(launch)
+        """Launch; with ``wait_ready=False`` the decisions (and their 4xx) still happen now, and the call returns
+        as soon as the model is reserved: follow it with ``/progress`` and ``/events``."""
+        info: dict[str, Any] = await self._supervisor.launch_model(body.to_launch(), wait_ready)
         self._routes.invalidate()
-        return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": "ready"}
-
-    async def _launch_logged(self, launch: dict[str, Any]) -> None:
-        try:
-            await self._supervisor.launch_model(launch)
-            self._routes.invalidate()
-        except Exception as exc:  # noqa: BLE001 - nobody awaits a background launch: its failure is logged
-            logger.error("background launch of %s failed: %s", launch["model_name"], exc)
+        return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": info["status"]}
 
     async def list(self) -> dict[str, Any]:
         return {"object": "list", "data": await self._supervisor.list_models()}
@@ -46,6 +33,17 @@ class ModelsService:
     async def describe(self, model_uid: str) -> dict[str, Any]:
         info: dict[str, Any] = await self._supervisor.describe_model(model_uid)
         return info
+
+    async def progress(self, model_uid: str) -> dict[str, Any]:
+        """``{"progress": 0.0-1.0}`` of a launch (the weights' download, per replica); 1.0 once ready."""
+        return {"progress": float(await self._supervisor.launch_progress(model_uid))}
+
+    async def cancel(self, model_uid: str) -> None:
+        await self._supervisor.cancel_launch(model_uid)
+
+    async def events(self, model_uid: str) -> dict[str, Any]:
+        """What happened to the model: launch, replicas lost, died, restarted, adopted (oldest first)."""
+        return {"model_uid": model_uid, "events": await self._supervisor.model_events(model_uid)}
 
     async def terminate(self, model_uid: str) -> None:
         await self._supervisor.terminate_model(model_uid)

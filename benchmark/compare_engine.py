@@ -1,0 +1,535 @@
+"""What the platform costs on top of its engine: the same GGUF served raw and through Xinference, in one run.
+
+Side ``raw`` is llama.cpp's own OpenAI server (``xllamacpp.Server`` in :mod:`benchmark._raw_server`); side
+``ours`` is ``xinference-local`` with the model launched through ``POST /v1/models``. Both get the same engine
+settings (the raw side copies what the platform resolved, and any difference is reported), the same prompts and
+greedy sampling with ``ignore_eos`` so every request generates exactly ``--max-tokens`` tokens. Measured runs
+alternate raw/ours at each concurrency level for ``--rounds`` rounds, so machine noise lands on both sides; only
+one side is loaded at a time, the other sits idle. Each side is warmed up first, unmeasured::
+
+    python -m benchmark.compare_engine --rounds 2 --concurrency 1,8 --json-out compare.json
+
+Printed and saved: output tokens/s ours/raw, TTFT p50 added (ms) and TPOT ratio at each concurrency, pooled over
+the rounds, plus the per-round ratios and the server-side CPU each side spent per generated token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as ``python benchmark/compare_engine.py``
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil
+
+from benchmark import _proc
+from benchmark.bench_serving import build_prompts, parse_concurrency, run_benchmark
+from benchmark.stats import RequestResult, summarize
+
+SIDES: tuple[str, str] = ("raw", "ours")
+MODEL_UID = "bench-compare"
+WARMUP_SEED = 10_000
+PROFILE_RATE = 200  # py-spy samples per second
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    rounds: int = 2
+    concurrency: tuple[int, ...] = (1, 8)
+    num_prompts: int = 16
+    max_tokens: int = 64
+    n_parallel: int = 4
+    n_ctx: int = 8192
+    n_threads: int | None = None  # None: what the platform picks (all usable cores); the raw side copies it
+    endpoint: str = "chat"
+    seed: int = 0
+    warmup_prompts: int = 8
+    profile: bool = False  # one extra, unmeasured run of ``ours`` under py-spy
+    noise_limit: float = 0.10  # a pair of runs is redone when other processes took more of the machine than this
+    max_attempts: int = 3
+    quiet_wait: float = 30.0  # seconds to wait for the machine to go quiet before each pair
+
+    def launch_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"n_ctx": self.n_ctx, "n_parallel": self.n_parallel}
+        if self.n_threads is not None:
+            options["n_threads"] = options["n_threads_batch"] = self.n_threads
+        return options
+
+
+# -- pure parts --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One measured run: ``side`` at ``concurrency`` in round ``round``."""
+
+    round: int
+    concurrency: int
+    side: str
+
+
+def ab_schedule(rounds: int, levels: Sequence[int], sides: Sequence[str] = SIDES) -> list[Step]:
+    """Measured runs in order: each round visits every level, and at each level every side in turn (A B A B).
+
+    Alternating at the finest grain puts the two sides of a comparison seconds apart, so slow drifts of the
+    machine (other load, thermal state) hit both alike.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if not levels or min(levels) < 1:
+        raise ValueError(f"concurrency levels must be >= 1, got {list(levels)}")
+    if len(set(sides)) != len(sides) or not sides:
+        raise ValueError(f"sides must be distinct and non-empty, got {list(sides)}")
+    return [Step(r, c, side) for r in range(rounds) for c in levels for side in sides]
+
+
+def pairs(steps: Sequence[Step]) -> list[list[Step]]:
+    """Consecutive steps of the same round and level: the unit that is measured (and redone) together."""
+    grouped: list[list[Step]] = []
+    for step in steps:
+        if grouped and (grouped[-1][0].round, grouped[-1][0].concurrency) == (step.round, step.concurrency):
+            grouped[-1].append(step)
+        else:
+            grouped.append([step])
+    return grouped
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def compare_summaries(raw: dict[str, Any], ours: dict[str, Any]) -> dict[str, float | None]:
+    """Ours relative to raw: throughput and TPOT as ratios, TTFT as milliseconds added."""
+    return {
+        "output_throughput_ratio": _ratio(ours["output_throughput"], raw["output_throughput"]),
+        "ttft_p50_added_ms": _difference(ours["ttft_ms_p50"], raw["ttft_ms_p50"]),
+        "ttft_p99_added_ms": _difference(ours["ttft_ms_p99"], raw["ttft_ms_p99"]),
+        "tpot_p50_ratio": _ratio(ours["tpot_ms_p50"], raw["tpot_ms_p50"]),
+        "tpot_mean_ratio": _ratio(ours["tpot_ms_mean"], raw["tpot_ms_mean"]),
+        "e2e_p50_ratio": _ratio(ours["e2e_ms_p50"], raw["e2e_ms_p50"]),
+    }
+
+
+@dataclass
+class RunRecord:
+    """One measured run: its step, the requests' results, the wall time and server CPU seconds by process group."""
+
+    step: Step
+    results: list[RequestResult]
+    wall_seconds: float
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    foreign_share: float = 0.0  # share of the machine other processes used during the run
+    attempts: int = 1
+
+
+def pooled_summary(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """One summary over several runs of the same side and level: all requests, throughput over summed walls."""
+    results = [r for record in records for r in record.results]
+    return summarize(results, sum(record.wall_seconds for record in records))
+
+
+def cpu_ms_per_token(records: Sequence[RunRecord]) -> dict[str, float | None]:
+    """Server CPU milliseconds per generated token for each process group, summed over ``records``."""
+    tokens = sum(r.completion_tokens for record in records for r in record.results if r.ok)
+    groups = sorted({group for record in records for group in record.cpu_seconds})
+    per_token: dict[str, float | None] = {}
+    for group in groups:
+        spent = sum(record.cpu_seconds.get(group, 0.0) for record in records)
+        per_token[group] = spent * 1000 / tokens if tokens else None
+    return per_token
+
+
+def summarize_comparison(records: Sequence[RunRecord], levels: Sequence[int]) -> list[dict[str, Any]]:
+    """Per level: pooled summaries of both sides, ours-vs-raw figures, per-round ratios and CPU per token."""
+    levels_out: list[dict[str, Any]] = []
+    for level in levels:
+        by_side = {side: [r for r in records if r.step.concurrency == level and r.step.side == side] for side in SIDES}
+        if not all(by_side.values()):
+            continue
+        pooled = {side: pooled_summary(by_side[side]) for side in SIDES}
+        rounds = sorted({r.step.round for r in by_side["raw"]} & {r.step.round for r in by_side["ours"]})
+        per_round = []
+        for number in rounds:
+            pair = {side: pooled_summary([r for r in by_side[side] if r.step.round == number]) for side in SIDES}
+            per_round.append({"round": number, **compare_summaries(pair["raw"], pair["ours"])})
+        cpu = {side: cpu_ms_per_token(by_side[side]) for side in SIDES}
+        levels_out.append(
+            {
+                "concurrency": level,
+                "raw": pooled["raw"],
+                "ours": pooled["ours"],
+                "compare": compare_summaries(pooled["raw"], pooled["ours"]),
+                "rounds": per_round,
+                "cpu_ms_per_token": cpu,
+                "platform_cpu_ms_per_token": _platform_cpu(cpu),
+                "max_foreign_share": max(r.foreign_share for side in SIDES for r in by_side[side]),
+            }
+        )
+    return levels_out
+
+
+def _platform_cpu(cpu: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
+    """CPU per token the platform adds: the API process in full, and the model process beyond the raw engine."""
+    api = cpu["ours"].get("api")
+    model = cpu["ours"].get("model")
+    raw = cpu["raw"].get("engine")
+    return {
+        "api": api,
+        "model_minus_raw": _difference(model, raw),
+        "total_minus_raw": _difference(_sum(api, model), raw),
+    }
+
+
+def _sum(*values: float | None) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def format_comparison(levels: Sequence[dict[str, Any]]) -> str:
+    """Fixed-width table of the headline figures, one row per concurrency level."""
+    header = (
+        f"{'c':>3} {'raw tok/s':>10} {'ours tok/s':>11} {'ratio':>7} {'TTFT50 raw':>11} {'+ms':>8} "
+        f"{'TPOT50 raw':>11} {'ratio':>7} {'round ratios':>20}"
+    )
+    lines = [header, "-" * len(header)]
+    for level in levels:
+        raw, ours, cmp = level["raw"], level["ours"], level["compare"]
+        spread = ",".join(_fmt(r["output_throughput_ratio"], 3) for r in level["rounds"])
+        lines.append(
+            f"{level['concurrency']:>3} {_fmt(raw['output_throughput'], 1):>10}"
+            f" {_fmt(ours['output_throughput'], 1):>11}"
+            f" {_fmt(cmp['output_throughput_ratio'], 3):>7} {_fmt(raw['ttft_ms_p50'], 1):>11}"
+            f" {_fmt(cmp['ttft_p50_added_ms'], 2, sign=True):>8} {_fmt(raw['tpot_ms_p50'], 2):>11}"
+            f" {_fmt(cmp['tpot_p50_ratio'], 3):>7} {spread:>20}"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+# -- measuring -----------------------------------------------------------------------------------------------------
+@dataclass
+class Target:
+    """One side: where to send requests and which processes' CPU to count (group name → processes)."""
+
+    side: str
+    api: str
+    model: str
+    processes: dict[str, list[psutil.Process]]
+
+
+def _cpu_by_group(target: Target) -> dict[str, float]:
+    return {group: _proc.cpu_seconds(procs) for group, procs in target.processes.items()}
+
+
+def measure(target: Target, step: Step, config: CompareConfig, watch: _proc.LoadWatch | None = None) -> RunRecord:
+    """One measured run of ``target`` at ``step.concurrency``; round ``r`` uses prompt seed ``seed + r``."""
+    prompts = build_prompts(config.num_prompts, config.seed + step.round)
+    if watch is not None:
+        watch.start()
+    before = _cpu_by_group(target)
+    results, wall = asyncio.run(
+        run_benchmark(
+            target.api, target.model, config.endpoint, prompts, step.concurrency, config.max_tokens, ignore_eos=True
+        )
+    )
+    after = _cpu_by_group(target)
+    spent = {group: after[group] - before[group] for group in before}
+    foreign = watch.stop() if watch is not None else 0.0
+    return RunRecord(step, results, wall, spent, foreign)
+
+
+def warm_up(target: Target, config: CompareConfig) -> None:
+    """Unmeasured requests (other prompts than the measured ones) at the highest level; failures abort the run."""
+    prompts = build_prompts(config.warmup_prompts, WARMUP_SEED)
+    results, _ = asyncio.run(
+        run_benchmark(
+            target.api,
+            target.model,
+            config.endpoint,
+            prompts,
+            max(config.concurrency),
+            config.max_tokens,
+            ignore_eos=True,
+        )
+    )
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise RuntimeError(f"{target.side}: {len(failed)}/{len(results)} warm-up requests failed: {failed[0].error}")
+
+
+def run_line(record: RunRecord) -> dict[str, Any]:
+    """The headline figures of one measured run, for the record of what each run saw."""
+    summary = summarize(record.results, record.wall_seconds)
+    return {
+        **asdict(record.step),
+        "output_throughput": summary["output_throughput"],
+        "ttft_ms_p50": summary["ttft_ms_p50"],
+        "tpot_ms_p50": summary["tpot_ms_p50"],
+        "errors": summary["errors"],
+        "foreign_share": record.foreign_share,
+        "attempts": record.attempts,
+    }
+
+
+def _measure_pair(
+    pair: Sequence[Step], targets: dict[str, Target], config: CompareConfig, watch: _proc.LoadWatch, log: Any
+) -> list[RunRecord]:
+    """Measure the steps of one pair back to back, again (up to ``max_attempts``) while others load the machine."""
+    got: list[RunRecord] = []
+    for attempt in range(1, config.max_attempts + 1):
+        _proc.wait_for_quiet(config.quiet_wait)
+        got = [measure(targets[step.side], step, config, watch) for step in pair]
+        for record in got:
+            record.attempts = attempt
+            summary = summarize(record.results, record.wall_seconds)
+            step = record.step
+            log(
+                f"round {step.round} c={step.concurrency} {step.side:>4}: "
+                f"{_fmt(summary['output_throughput'], 1)} tok/s, TTFT p50 {_fmt(summary['ttft_ms_p50'], 1)} ms, "
+                f"others used {record.foreign_share:.0%} of the machine"
+            )
+        if max(record.foreign_share for record in got) <= config.noise_limit:
+            break
+        if attempt < config.max_attempts:
+            log("  other processes disturbed this pair: measuring it again")
+    return got
+
+
+def _check_lengths(records: Sequence[RunRecord], max_tokens: int) -> list[str]:
+    """Problems that make the comparison unfair: failures, or outputs that did not run to ``max_tokens``."""
+    problems = []
+    for record in records:
+        failed = [r for r in record.results if not r.ok]
+        short = [r for r in record.results if r.ok and r.completion_tokens != max_tokens]
+        where = f"{record.step.side} c={record.step.concurrency} round {record.step.round}"
+        if failed:
+            problems.append(f"{where}: {len(failed)} failed ({failed[0].error})")
+        if short:
+            problems.append(f"{where}: {len(short)} requests generated != {max_tokens} tokens")
+    return problems
+
+
+def _profile_ours(target: Target, config: CompareConfig, out_dir: Path) -> dict[str, Any]:
+    """One extra run of ``ours`` at the highest level with py-spy on each platform process; returns hot spots."""
+    tool = _proc.py_spy()
+    if tool is None:
+        return {"skipped": "py-spy is not installed (pip install py-spy)"}
+    recorders: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    for group, procs in target.processes.items():
+        for proc in procs[:1]:
+            out = out_dir / f"profile-{group}.txt"
+            recorders[group] = (
+                subprocess.Popen(
+                    [
+                        tool,
+                        "record",
+                        "--pid",
+                        str(proc.pid),
+                        "--rate",
+                        str(PROFILE_RATE),
+                        "--format",
+                        "raw",
+                        "--gil",
+                        "--output",
+                        str(out),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                ),
+                out,
+            )
+    _proc.wait_for_quiet(config.quiet_wait)  # also gives py-spy time to attach
+    step = Step(-1, max(config.concurrency), "ours")
+    record = measure(target, step, config)
+    tokens = sum(r.completion_tokens for r in record.results if r.ok)
+    profile: dict[str, Any] = {
+        "concurrency": step.concurrency,
+        "tokens": tokens,
+        "wall_seconds": record.wall_seconds,
+        "rate_hz": PROFILE_RATE,
+        "groups": {},
+    }
+    for group, (recorder, out) in recorders.items():
+        recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            recorder.wait()
+        profile["groups"][group] = hot_spots(out.read_text() if out.is_file() else "", PROFILE_RATE, tokens)
+    return profile
+
+
+def hot_spots(collapsed: str, rate_hz: float, tokens: int, top: int = 8) -> dict[str, Any]:
+    """Busy time from py-spy's collapsed stacks (``frame;frame;... count``): total, self-time and inclusive tops.
+
+    Frames are ``function (file:line)``; a function is counted once per stack for the inclusive figure. Times are
+    per generated token, in microseconds, so they compare directly with the per-token budget.
+    """
+    self_counts: dict[str, int] = {}
+    incl_counts: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame_name(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        total += count
+        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
+        for name in set(frames):
+            incl_counts[name] = incl_counts.get(name, 0) + count
+
+    def per_token_us(samples: int) -> float | None:
+        return samples / rate_hz * 1e6 / tokens if tokens else None
+
+    def ranked(counts: dict[str, int]) -> list[dict[str, Any]]:
+        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
+        return [{"function": name, "share": n / total, "us_per_token": per_token_us(n)} for name, n in best]
+
+    return {
+        "busy_samples": total,
+        "busy_us_per_token": per_token_us(total),
+        "self": ranked(self_counts) if total else [],
+        "inclusive": ranked(incl_counts) if total else [],
+    }
+
+
+def _frame_name(frame: str) -> str:
+    """``function (path/to/file.py:12)`` → ``function (file.py)``: lines differ per sample, files matter."""
+    name, _, where = frame.partition(" (")
+    file = where.rstrip(")").rsplit(":", 1)[0]
+    short = "/".join(Path(file).parts[-2:]) if file else ""
+    return f"{name} ({short})" if short else name
+
+
+# -- orchestration ---------------------------------------------------------------------------------------------
+def run_compare(config: CompareConfig, workdir: Path | None = None, log: Any = print) -> dict[str, Any]:
+    """Start both servers, warm both up, run the A/B schedule, stop both; returns the JSON-able result."""
+    if workdir is not None:
+        return _run(config, workdir, log)
+    with tempfile.TemporaryDirectory(prefix="xinf-compare-") as tmp:
+        return _run(config, Path(tmp), log)
+
+
+def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
+    with _proc.stopping_later() as later:
+        log("starting xinference-local ...")
+        platform = later(_proc.start_platform(workdir / "home"))
+        before = {p.pid for p in platform.tree()}
+        launch_s = _proc.launch_model(platform.api, MODEL_UID, config.launch_options())
+        resolved = _proc.engine_config(platform.api, MODEL_UID)
+        settings = _proc.EngineSettings.from_engine_config(resolved)
+        model_procs = [p for p in platform.tree() if p.pid not in before]
+        api_procs = [p for p in platform.tree() if p.pid in before]
+        log(f"model launched on the platform in {launch_s:.2f}s with {settings.as_dict()}")
+        raw = later(_proc.start_raw_server(settings, workdir / "raw.log"))
+        log(f"raw engine serving at {raw.info['address']} (load {raw.load_seconds:.2f}s)")
+        targets = {
+            "raw": Target("raw", raw.api, "raw", {"engine": raw.tree()}),
+            "ours": Target("ours", platform.api, MODEL_UID, {"api": api_procs, "model": model_procs}),
+        }
+        for side in SIDES:
+            log(f"warming up {side} ...")
+            warm_up(targets[side], config)
+        watch = _proc.LoadWatch(lambda: [*raw.tree(), *platform.tree()])
+        records: list[RunRecord] = []
+        for pair in pairs(ab_schedule(config.rounds, config.concurrency)):
+            records.extend(_measure_pair(pair, targets, config, watch, log))
+        profile = _profile_ours(targets["ours"], config, workdir) if config.profile else None
+    levels = summarize_comparison(records, config.concurrency)
+    return {
+        "config": {**asdict(config), "concurrency": list(config.concurrency)},
+        "engine_settings": settings.as_dict(),
+        "parity_mismatches": _proc.parity_mismatches(settings, resolved),
+        "problems": _check_lengths(records, config.max_tokens),
+        "levels": levels,
+        "profile": profile,
+        "runs": [run_line(record) for record in records],
+        "prompt_tokens_equal": all(
+            level["raw"]["total_prompt_tokens"] == level["ours"]["total_prompt_tokens"] for level in levels
+        ),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Raw llama.cpp server vs Xinference, same model and settings.")
+    defaults = CompareConfig()
+    parser.add_argument("--rounds", type=int, default=defaults.rounds)
+    parser.add_argument("--concurrency", type=parse_concurrency, default=list(defaults.concurrency))
+    parser.add_argument("--num-prompts", type=int, default=defaults.num_prompts, help="requests per measured run")
+    parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
+    parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
+    parser.add_argument("--n-threads", type=int, default=None, help="default: the platform's choice")
+    parser.add_argument("--endpoint", choices=("chat", "completions"), default=defaults.endpoint)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--profile", action="store_true", help="extra unmeasured run of ours under py-spy")
+    parser.add_argument(
+        "--noise-limit",
+        type=float,
+        default=defaults.noise_limit,
+        help="redo a pair when other processes used more than this share of the machine",
+    )
+    parser.add_argument("--max-attempts", type=int, default=defaults.max_attempts)
+    parser.add_argument("--quiet-wait", type=float, default=defaults.quiet_wait, help="seconds, before each pair")
+    parser.add_argument("--json-out", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def config_from_args(args: argparse.Namespace) -> CompareConfig:
+    return CompareConfig(
+        rounds=args.rounds,
+        concurrency=tuple(args.concurrency),
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        n_parallel=args.n_parallel,
+        n_ctx=args.n_ctx,
+        n_threads=args.n_threads,
+        endpoint=args.endpoint,
+        seed=args.seed,
+        profile=args.profile,
+        noise_limit=args.noise_limit,
+        max_attempts=args.max_attempts,
+        quiet_wait=args.quiet_wait,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = run_compare(config_from_args(args))
+    print()
+    print(format_comparison(result["levels"]))
+    for problem in result["problems"]:
+        print(f"problem: {problem}")
+    if result["parity_mismatches"]:
+        print(f"engine settings differ (raw, ours): {result['parity_mismatches']}")
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(result, indent=2, allow_nan=False))
+    return 1 if result["problems"] or result["parity_mismatches"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

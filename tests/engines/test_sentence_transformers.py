@@ -1,0 +1,199 @@
+"""The sentence-transformers adapter in-process, on the bundled all-MiniLM-L6-v2 and a locally built tiny
+cross-encoder: real vectors and scores, batching observed through the engine's forward-pass counter."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sentence_transformers")
+
+from xinference.core.hardware import detect_hardware  # noqa: E402
+from xinference.engines.sentence_transformers.batcher import Batcher  # noqa: E402
+from xinference.engines.sentence_transformers.engine import SentenceTransformersEngine  # noqa: E402
+from xinference.errors import InvalidRequest, WrongModelType  # noqa: E402
+from xinference.model.download import resolve_model_path  # noqa: E402
+from xinference.model.registry import ModelRegistry  # noqa: E402
+from xinference.model.spec import ModelFamily  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def build_tiny_cross_encoder(target: Path) -> Path:
+    """A 2-layer BERT cross-encoder built from MiniLM's first layers and a seeded scoring head (no reranker ships
+    on PyPI). Its scores mean nothing semantically, but they are the model's real scores."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if (target / "config.json").exists():
+        return target
+    source = resolve_model_path(ModelRegistry().get("all-MiniLM-L6-v2").model_specs[0], "none")
+    torch.manual_seed(1234)
+    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, num_hidden_layers=2)
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 2.0)  # spread the scores so the order is not float noise
+        model.classifier.bias.zero_()
+    target.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(target)
+    AutoTokenizer.from_pretrained(source).save_pretrained(target)
+    return target
+
+
+def rerank_family(path: Path) -> ModelFamily:
+    return ModelFamily.model_validate({
+        "model_name": "tiny-cross-encoder", "model_type": "rerank", "model_ability": ["rerank"], "max_tokens": 128,
+        "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_01", "quantizations": ["none"],
+                         "model_uri": f"file://{path}"}],
+    })
+
+
+def make_engine(family: ModelFamily, path: str, uid: str, **kwargs: object) -> SentenceTransformersEngine:
+    return SentenceTransformersEngine(
+        model_uid=uid, family=family, spec=family.model_specs[0], quantization="none", model_path=path,
+        config=SentenceTransformersEngine.parse_config(kwargs), hardware=detect_hardware(),
+    )
+
+
+@pytest.fixture(scope="module")
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def embedder(loop):
+    family = ModelRegistry().get("all-MiniLM-L6-v2")
+    engine = make_engine(family, resolve_model_path(family.model_specs[0], "none"), "unit-minilm",
+                         batch_window_ms=20)
+    loop.run_until_complete(engine.load())
+    yield engine
+    loop.run_until_complete(engine.unload())
+
+
+@pytest.fixture(scope="module")
+def reranker(loop, tmp_path_factory):
+    path = build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce") / "model")
+    engine = make_engine(rerank_family(path), str(path), "unit-rerank", batch_window_ms=20)
+    loop.run_until_complete(engine.load())
+    yield engine
+    loop.run_until_complete(engine.unload())
+
+
+def embed(loop, engine, inputs, **extra):
+    return loop.run_until_complete(engine.embed({"input": inputs, **extra}))
+
+
+def test_embeddings_are_384d_and_semantic(loop, embedder) -> None:
+    reply = embed(loop, embedder, ["A cat sits on the mat.", "A kitten is sitting on a rug.",
+                                   "Quarterly tax filings are due in April."])
+    vectors = np.array([d["embedding"] for d in reply["data"]])
+    assert vectors.shape == (3, 384) and [d["index"] for d in reply["data"]] == [0, 1, 2]
+    assert reply["model"] == "unit-minilm" and reply["object"] == "list"
+    assert reply["usage"]["prompt_tokens"] == reply["usage"]["total_tokens"] > 10
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2]) + 0.3
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+
+
+def test_base64_and_token_arrays(loop, embedder) -> None:
+    text = "hello world"
+    floats = embed(loop, embedder, [text])["data"][0]["embedding"]
+    b64 = embed(loop, embedder, [text], encoding_format="base64")["data"][0]["embedding"]
+    decoded = struct.unpack("<384f", base64.b64decode(b64))
+    assert np.allclose(decoded, floats, atol=1e-6)
+    ids = embedder._model.tokenizer(text, add_special_tokens=False)["input_ids"]
+    from_ids = embed(loop, embedder, [ids])["data"][0]["embedding"]
+    assert np.allclose(from_ids, floats, atol=1e-5)
+    with pytest.raises(InvalidRequest, match="token ids"):
+        embed(loop, embedder, [[10**9]])
+
+
+def test_dimensions(loop, embedder) -> None:
+    assert len(embed(loop, embedder, ["x"], dimensions=384)["data"][0]["embedding"]) == 384
+    with pytest.raises(InvalidRequest, match="384-dimensional") as info:
+        embed(loop, embedder, ["x"], dimensions=128)
+    assert info.value.param == "dimensions"
+
+
+def test_concurrent_requests_share_forward_passes(loop, embedder) -> None:
+    before = embedder.stats()
+
+    async def burst():
+        return await asyncio.gather(*(embedder.embed({"input": [f"sentence number {i}"]}) for i in range(12)))
+
+    replies = loop.run_until_complete(burst())
+    after = embedder.stats()
+    assert all(len(r["data"]) == 1 for r in replies)
+    assert after["requests"] - before["requests"] == 12
+    passes = after["forward_passes"] - before["forward_passes"]
+    assert passes <= 2, after  # 12 requests, one 20 ms window: one pass (two if the window split them)
+    assert after["max_requests_per_pass"] >= 6
+    # each request got its own vector back, not its neighbour's
+    solo = embed(loop, embedder, ["sentence number 7"])["data"][0]["embedding"]
+    assert np.allclose(replies[7]["data"][0]["embedding"], solo, atol=1e-4)
+
+
+def test_embedder_cannot_rerank(loop, embedder) -> None:
+    with pytest.raises(WrongModelType):
+        loop.run_until_complete(embedder.rerank({"query": "q", "documents": ["d"]}))
+
+
+def test_tiny_cross_encoder_rerank_orders_by_model_scores(loop, reranker) -> None:
+    from sentence_transformers import CrossEncoder
+
+    query = "What is the capital of France?"
+    docs = ["Paris is the capital of France.", "Bananas are yellow.", "The Eiffel Tower is in Paris.",
+            "Berlin is in Germany.", "Water boils at 100 degrees."]
+    reply = loop.run_until_complete(reranker.rerank({"query": query, "documents": docs, "return_documents": True}))
+    expected = CrossEncoder(reranker.model_path, device="cpu").predict([(query, d) for d in docs])
+    got = {r["index"]: r["relevance_score"] for r in reply["results"]}
+    assert np.allclose([got[i] for i in range(len(docs))], expected, atol=1e-4)
+    assert [r["index"] for r in reply["results"]] == sorted(range(len(docs)), key=lambda i: -expected[i])
+    assert all(r["document"] == {"text": docs[r["index"]]} for r in reply["results"])
+    assert reply["meta"]["tokens"]["input_tokens"] > 20 and reply["id"]
+
+    top = loop.run_until_complete(reranker.rerank({"query": query, "documents": docs, "top_n": 2}))
+    assert [r["index"] for r in top["results"]] == [r["index"] for r in reply["results"][:2]]
+    assert all(r["document"] is None for r in top["results"])
+
+
+def test_rerank_batches_concurrent_requests(loop, reranker) -> None:
+    before = reranker.stats()
+
+    async def burst():
+        return await asyncio.gather(*(reranker.rerank({"query": f"q{i}", "documents": ["a", "b"]}) for i in range(6)))
+
+    loop.run_until_complete(burst())
+    after = reranker.stats()
+    assert after["forward_passes"] - before["forward_passes"] <= 2
+    assert after["max_requests_per_pass"] >= 3
+
+
+def test_batcher_splits_large_rounds_and_fails_all_on_error() -> None:
+    calls: list[int] = []
+
+    def forward(items: list[int]) -> list[int]:
+        calls.append(len(items))
+        if -1 in items:
+            raise ValueError("boom")
+        return [i * 2 for i in items]
+
+    async def scenario():
+        batcher = Batcher(forward, max_batch_size=4, window_s=0.01)
+        big, small = await asyncio.gather(batcher.submit(list(range(10))), batcher.submit([100]))
+        assert big == [i * 2 for i in range(10)] and small == [200]
+        results = await asyncio.gather(batcher.submit([1]), batcher.submit([-1]), return_exceptions=True)
+        assert all(isinstance(r, ValueError) for r in results)
+        stats = batcher.snapshot()
+        await batcher.close()
+        return stats
+
+    stats = asyncio.run(scenario())
+    # the 10-input request alone in passes of 4, 4, 2; then the lone one; then the failing pair
+    assert calls == [4, 4, 2, 1, 2] and stats["forward_passes"] == 5 and stats["requests"] == 2

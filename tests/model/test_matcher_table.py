@@ -1,0 +1,118 @@
+"""engine_table over several hardware shapes: accepted params, or the reason, per engine and per worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from xinference.core.hardware import GpuInfo, HardwareInfo
+from xinference.engines.registry import ENGINE_ORDER
+from xinference.model.matcher import choose_engine, engine_table
+from xinference.model.registry import ModelRegistry
+
+GIB = 1024**3
+
+CPU_LINUX = HardwareInfo(os="linux", arch="x86_64", cpu_count=2, ram_total_bytes=24 * GIB, ram_free_bytes=20 * GIB)
+CUDA_LINUX = HardwareInfo(
+    os="linux",
+    arch="x86_64",
+    cpu_count=16,
+    ram_total_bytes=128 * GIB,
+    ram_free_bytes=100 * GIB,
+    gpus=(GpuInfo(index=0, name="H100", vendor="nvidia", memory_total_bytes=80 * GIB, memory_free_bytes=79 * GIB),),
+)
+APPLE = HardwareInfo(
+    os="darwin",
+    arch="arm64",
+    cpu_count=10,
+    ram_total_bytes=32 * GIB,
+    ram_free_bytes=20 * GIB,
+    is_apple_silicon=True,
+    gpus=(GpuInfo(index=0, name="Apple M2", vendor="apple", memory_total_bytes=32 * GIB, memory_free_bytes=20 * GIB),),
+)
+
+
+@pytest.fixture(scope="module")
+def registry() -> ModelRegistry:
+    return ModelRegistry()
+
+
+def _table(registry: ModelRegistry, name: str, *workers: HardwareInfo, labels=None):  # type: ignore[no-untyped-def]
+    family = registry.get(name)
+    return engine_table(registry.choices(family), list(workers), labels)
+
+
+def test_engine_order_prefers_gpu_servers() -> None:
+    assert list(ENGINE_ORDER[:4]) == ["vLLM", "SGLang", "MLX", "llama.cpp"]
+
+
+def test_cpu_linux(registry: ModelRegistry) -> None:
+    table = _table(registry, "smollm2-instruct", CPU_LINUX)
+    assert table["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker has none"
+    assert table["SGLang"] == "SGLang needs a CUDA GPU on Linux; this worker has none"
+    assert table["MLX"] == "MLX needs macOS on Apple silicon; this worker is linux x86_64"
+    accepted = table["llama.cpp"]
+    assert isinstance(accepted, list)
+    assert {"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
+            "model_hub": "bundled", "model_name": "smollm2-instruct"} in accepted
+    assert all(p["model_format"] == "ggufv2" for p in accepted)
+    assert "sentence_transformers" not in table  # an embedding engine has no say on an LLM
+
+
+def test_cuda_linux_vllm_fits_the_format_but_needs_its_library(registry: ModelRegistry) -> None:
+    table = _table(registry, "qwen3", CUDA_LINUX)
+    # vLLM is not installed in this test environment: the hardware fits, so the library is the reason.
+    for engine in ("vLLM", "SGLang"):
+        assert isinstance(table[engine], str) and "not installed" in table[engine]
+    assert isinstance(table["llama.cpp"], list)
+    assert "MLX needs macOS" in table["MLX"]
+
+
+def test_cuda_linux_with_library_accepts_gpu_formats(registry: ModelRegistry, monkeypatch) -> None:
+    from xinference.engines.base import Verdict
+    from xinference.engines.vllm.engine import VLLMEngine
+
+    monkeypatch.setattr(VLLMEngine, "check_lib", classmethod(lambda cls: Verdict.ok()))
+    table = _table(registry, "qwen3", CUDA_LINUX)
+    formats = {p["model_format"] for p in table["vLLM"]}
+    assert formats == {"pytorch", "awq", "fp8"}
+    fp8 = [p for p in table["vLLM"] if p["model_format"] == "fp8" and p["model_size_in_billions"] == 8]
+    assert fp8 == [{"model_name": "qwen3", "model_format": "fp8", "model_size_in_billions": 8,
+                    "quantizations": ["fp8"], "model_hub": "huggingface"}]
+    # and a launch without an engine picks vLLM first on that worker
+    choices = registry.choices(registry.get("qwen3"), model_format="pytorch")
+    assert choose_engine(None, choices, CUDA_LINUX).engine == "vLLM"
+    # but a GGUF launch falls through to llama.cpp
+    choices = registry.choices(registry.get("qwen3"), model_format="ggufv2")
+    assert choose_engine(None, choices, CUDA_LINUX).engine == "llama.cpp"
+
+
+def test_apple_silicon(registry: ModelRegistry) -> None:
+    table = _table(registry, "smollm2-instruct", APPLE)
+    assert table["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker runs macOS"
+    assert table["MLX"] == "MLX needs an mlx-format spec, not ggufv2; MLX needs an mlx-format spec, not pytorch"
+    table = _table(registry, "qwen3", APPLE)
+    assert isinstance(table["MLX"], str) and "mlx-lm" in table["MLX"]  # fits, but mlx-lm is not installed here
+
+
+def test_mixed_cluster_accepts_when_any_worker_can(registry: ModelRegistry, monkeypatch) -> None:
+    from xinference.engines.base import Verdict
+    from xinference.engines.sglang.engine import SGLangEngine
+
+    monkeypatch.setattr(SGLangEngine, "check_lib", classmethod(lambda cls: Verdict.ok()))
+    table = _table(registry, "qwen2.5-instruct", CPU_LINUX, CUDA_LINUX, labels=["cpu:1", "gpu:2"])
+    assert isinstance(table["SGLang"], list)
+
+
+def test_mixed_cluster_reasons_per_worker(registry: ModelRegistry) -> None:
+    table = _table(registry, "qwen2.5-instruct", CPU_LINUX, CUDA_LINUX, CPU_LINUX, labels=["a", "b", "c"])
+    reason = table["vLLM"]
+    assert isinstance(reason, str)
+    assert reason.startswith("a, c: vLLM needs a CUDA GPU on Linux; this worker has none; b: ")
+    assert "not installed" in reason
+    same = _table(registry, "qwen2.5-instruct", CPU_LINUX, CPU_LINUX)
+    assert same["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker has none"
+
+
+def test_no_workers(registry: ModelRegistry) -> None:
+    table = _table(registry, "smollm2-instruct")
+    assert set(table.values()) == {"no worker has joined this cluster yet"}

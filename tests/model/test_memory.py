@@ -1,0 +1,106 @@
+"""The memory estimate and the fit check (pure: no process, no download)."""
+
+from __future__ import annotations
+
+import pytest
+
+from xinference.core.hardware import GpuInfo, HardwareInfo
+from xinference.model.memory import (
+    GIB,
+    available_memory,
+    check_fit,
+    estimate_memory,
+    kv_bytes_per_token,
+    launch_context,
+    local_weights_bytes,
+    weight_bits,
+)
+from xinference.model.registry import ModelRegistry
+
+CPU_24G = HardwareInfo(os="linux", arch="x86_64", cpu_count=2, ram_total_bytes=24 * GIB, ram_free_bytes=20 * GIB)
+GPU_80G = HardwareInfo(
+    os="linux",
+    arch="x86_64",
+    cpu_count=16,
+    ram_total_bytes=64 * GIB,
+    ram_free_bytes=60 * GIB,
+    gpus=(GpuInfo(index=0, name="H100", vendor="nvidia", memory_total_bytes=80 * GIB, memory_free_bytes=70 * GIB),),
+)
+
+
+@pytest.fixture(scope="module")
+def registry() -> ModelRegistry:
+    return ModelRegistry()
+
+
+def _choice(registry: ModelRegistry, name: str, fmt: str, size: int | str, quant: str | None = None):  # type: ignore[no-untyped-def]
+    return registry.choices(registry.get(name), fmt, size, quant)[0]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "quant", "bits"),
+    [("ggufv2", "Q4_K_M", 4.85), ("ggufv2", "q8_0", 8.5), ("awq", "Int4", 4.5), ("gptq", "Int8", 8.5),
+     ("fp8", "fp8", 8.0), ("pytorch", "none", 16.0), ("mlx", "4bit", 4.5), ("ggufv2", "weird", 16.0)],
+)
+def test_weight_bits(fmt: str, quant: str, bits: float) -> None:
+    assert weight_bits(fmt, quant) == bits
+
+
+def test_kv_estimate_is_close_to_real_gqa_models() -> None:
+    llama_8b = 32 * 8 * 128 * 2 * 2  # layers * kv heads * head dim * (k, v) * fp16
+    assert 0.8 * llama_8b < kv_bytes_per_token(8) < 1.2 * llama_8b
+    llama_70b = 80 * 8 * 128 * 2 * 2
+    assert llama_70b < kv_bytes_per_token(70) < 2 * llama_70b
+
+
+def test_launch_context(registry: ModelRegistry) -> None:
+    family = registry.get("llama-3.1-instruct")
+    assert launch_context(family, {}) == 8192
+    assert launch_context(family, {"n_ctx": 2048}) == 2048
+    assert launch_context(family, {"max_model_len": 65536}) == 65536
+    assert launch_context(registry.get("smollm2-instruct"), {"n_ctx": True}) == 8192
+
+
+def test_bundled_gguf_uses_the_file_size(registry: ModelRegistry) -> None:
+    choice = _choice(registry, "smollm2-instruct", "ggufv2", "0_135", "Q4_1")
+    size = local_weights_bytes(choice.spec, choice.quantization)
+    assert size is not None and 50 * 1024**2 < size < 200 * 1024**2
+    assert local_weights_bytes(_choice(registry, "qwen3", "ggufv2", 8).spec, "Q4_K_M") is None  # hub: not local
+
+
+def test_small_model_fits_a_small_box(registry: ModelRegistry) -> None:
+    choice = _choice(registry, "smollm2-instruct", "ggufv2", "0_135", "Q4_1")
+    assert check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {}) is None
+
+
+def test_70b_is_refused_on_24_gib_with_numbers(registry: ModelRegistry) -> None:
+    choice = _choice(registry, "llama-3.1-instruct", "ggufv2", 70, "Q4_K_M")
+    problem = check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {})
+    assert problem is not None
+    assert "needs ~4" in problem and "worker has 20.0 GiB free RAM" in problem
+    assert "ignore_memory_check=true" in problem
+    estimate = estimate_memory(choice.family, choice.spec, "Q4_K_M", 8192, on_gpu=False)
+    assert 38 * GIB < estimate.weights < 42 * GIB  # the real file is 42.5 GB = 39.6 GiB
+
+
+def test_gpu_counts_vram_and_gguf_adds_ram(registry: ModelRegistry) -> None:
+    assert available_memory(GPU_80G, "pytorch") == (70 * GIB, "VRAM")
+    assert available_memory(GPU_80G, "ggufv2") == (130 * GIB, "VRAM + RAM")
+    assert available_memory(CPU_24G, "pytorch") == (20 * GIB, "RAM")
+    fp8 = _choice(registry, "qwen3", "fp8", 32)
+    assert check_fit(fp8.family, fp8.spec, fp8.quantization, GPU_80G, {}) is None
+    bf16_70b = _choice(registry, "llama-3.1-instruct", "pytorch", 70)
+    problem = check_fit(bf16_70b.family, bf16_70b.spec, bf16_70b.quantization, GPU_80G, {})
+    assert problem is not None and "free VRAM" in problem
+
+
+def test_replicas_multiply(registry: ModelRegistry) -> None:
+    choice = _choice(registry, "qwen3", "ggufv2", 8, "Q4_K_M")
+    assert check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {}) is None
+    problem = check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {}, replicas=4)
+    assert problem is not None and "× 4 replicas" in problem
+
+
+def test_longer_context_needs_more(registry: ModelRegistry) -> None:
+    choice = _choice(registry, "qwen3", "ggufv2", 8, "Q4_K_M")
+    assert check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {"n_ctx": 131072}) is not None

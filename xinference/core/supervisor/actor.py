@@ -1,0 +1,403 @@
+"""SupervisorActor: one per cluster; knows the workers, the catalog and every launched model.
+
+It decides (which engine, which spec, which workers and GPUs), asks workers to start the replicas, and keeps the
+model table the API's route cache is built from. It is never on the per-request path: the API calls model actors
+directly and only asks the supervisor for routes when its table's ``version`` changed.
+
+Failures it handles: a worker that stops heartbeating for ``worker_timeout()`` seconds is declared dead and its
+replicas leave the routes; a replica whose process died is reported by its worker (and restarted there); a worker
+that comes back after a supervisor restart re-registers with the replicas it still runs, which are adopted as they
+are. Each of these leaves an entry in the model's events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import xoscar as xo
+
+from xinference import settings
+from xinference.core.hardware import HardwareInfo
+from xinference.core.model_actor import LaunchPlan
+from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
+from xinference.core.supervisor.cache import CacheMixin
+from xinference.core.supervisor.catalog import CatalogMixin
+from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
+from xinference.engines.registry import get_engine_class
+from xinference.errors import (
+    InvalidRequest,
+    LaunchFailed,
+    ModelAlreadyExists,
+    ModelNotFound,
+    ModelUnavailable,
+    XinferenceError,
+)
+from xinference.model.custom import RegistrationStore
+from xinference.model.matcher import choose_engine, match_engine
+from xinference.model.memory import check_fit
+from xinference.model.registry import ModelRegistry, SpecChoice
+from xinference.model.spec import ModelFamily, ModelSpec, validate_model_name
+
+__all__ = ["SupervisorActor"]
+
+logger = logging.getLogger(__name__)
+
+
+class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
+    """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._registry = ModelRegistry(store=RegistrationStore(settings.home_dir() / "registrations"))
+        self._workers: dict[str, WorkerEntry] = {}
+        self._models: dict[str, ModelRecord] = {}
+        self._version = 0
+        self._lock = asyncio.Lock()
+        self._monitor: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def default_uid(cls) -> str:
+        return "supervisor"
+
+    async def __post_create__(self) -> None:
+        self._monitor = asyncio.create_task(self._watch_workers())
+
+    async def __pre_destroy__(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+
+    def _changed(self) -> None:
+        self._version += 1
+
+    # -- workers -----------------------------------------------------------------------------------------------
+    async def add_worker(
+        self, address: str, hardware: dict[str, Any], replicas: list[dict[str, Any]] | None = None
+    ) -> None:
+        """A worker joins (or re-joins after a supervisor restart, bringing the replicas it still runs)."""
+        from xinference.core.worker import WorkerActor
+
+        ref = await xo.actor_ref(address=address, uid=WorkerActor.default_uid())
+        self._workers[address] = WorkerEntry(address, ref, HardwareInfo.model_validate(hardware))
+        logger.info("worker %s joined: %s", address, self._workers[address].hardware.summary())
+        for reported in replicas or []:
+            self._adopt(address, reported)
+
+    def _adopt(self, worker_address: str, reported: dict[str, Any]) -> None:
+        plan = LaunchPlan(**reported["plan"])
+        record = self._models.get(plan.model_uid)
+        if record is None:
+            family = ModelFamily.model_validate(plan.family)
+            choice = SpecChoice(family, ModelSpec.model_validate(plan.spec), plan.quantization)
+            record = ModelRecord(plan.model_uid, choice, plan.model_engine, replica=0, status="ready",
+                                 engine_kwargs=dict(plan.engine_config))
+            self._models[plan.model_uid] = record
+        if any(r.replica_uid == plan.replica_uid for r in record.replicas):
+            return
+        record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
+                                       tuple(plan.gpu_indices)))
+        record.replica = len(record.replicas)
+        record.engine_config = reported.get("engine_config") or record.engine_config
+        record.status = "ready"
+        record.event("replica_adopted", f"{plan.replica_uid} on {worker_address} re-registered after a restart")
+        self._changed()
+        logger.info("adopted running replica %s on %s", plan.replica_uid, worker_address)
+
+    async def heartbeat(self, address: str, hardware: dict[str, Any]) -> bool:
+        """A worker is alive; False tells it this supervisor does not know it (restarted) and it must re-register."""
+        worker = self._workers.get(address)
+        if worker is None:
+            return False
+        worker.last_seen = time.monotonic()
+        worker.hardware = HardwareInfo.model_validate(hardware)
+        return True
+
+    async def remove_worker(self, address: str) -> None:
+        """A worker leaves in order (its models were stopped)."""
+        await self._worker_gone(address, "left the cluster")
+
+    async def list_workers(self) -> list[dict[str, Any]]:
+        return [w.info() for w in self._workers.values()]
+
+    async def cluster_info(self) -> dict[str, Any]:
+        return {
+            "workers": await self.list_workers(),
+            "models": {uid: [r.info() for r in rec.replicas] for uid, rec in self._models.items()},
+            "route_version": self._version,
+        }
+
+    async def _watch_workers(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, settings.worker_timeout() / 4))
+            deadline = time.monotonic() - settings.worker_timeout()
+            for address, worker in list(self._workers.items()):
+                if worker.last_seen < deadline:
+                    silent = time.monotonic() - worker.last_seen
+                    await self._worker_gone(address, f"stopped heartbeating ({silent:.0f}s silent)")
+
+    async def _worker_gone(self, address: str, why: str) -> None:
+        if self._workers.pop(address, None) is None:
+            return
+        logger.warning("worker %s %s; its replicas leave the routes", address, why)
+        for record in self._models.values():
+            lost = [r for r in record.replicas if r.worker_address == address]
+            if not lost:
+                continue
+            record.replicas = [r for r in record.replicas if r.worker_address != address]
+            for replica in lost:
+                record.event("replica_lost", f"{replica.replica_uid}: worker {address} {why}")
+            if record.status in ("ready", "degraded"):
+                record.status = "degraded" if record.replicas else "unavailable"
+        self._changed()
+
+    # -- replica events reported by workers ---------------------------------------------------------------------
+    async def replica_failed(self, model_uid: str, replica_uid: str, message: str) -> None:
+        """A replica's process died; it leaves the routes until its worker restarts it."""
+        record = self._models.get(model_uid)
+        if record is None:
+            return
+        record.replicas = [r for r in record.replicas if r.replica_uid != replica_uid]
+        record.event("replica_died", f"{replica_uid}: {message}")
+        if record.status in ("ready", "degraded"):
+            record.status = "degraded" if record.replicas else "unavailable"
+        self._changed()
+        logger.warning("replica %s died: %s", replica_uid, message.splitlines()[0] if message else "")
+
+    async def replica_restarted(self, worker_address: str, reported: dict[str, Any]) -> None:
+        """A worker restarted a dead replica: it serves again at its new address."""
+        plan = LaunchPlan(**reported["plan"])
+        record = self._models.get(plan.model_uid)
+        if record is None:
+            return
+        record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]
+        record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
+                                       tuple(plan.gpu_indices)))
+        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
+        record.event("replica_restarted", f"{plan.replica_uid} serves again (pid {reported.get('pid')})")
+        self._changed()
+
+    async def model_events(self, model_uid: str) -> list[dict[str, Any]]:
+        record = self._models.get(model_uid)
+        if record is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running", param="model_uid")
+        return list(record.events)
+
+    # -- launching ---------------------------------------------------------------------------------------------
+    async def launch_model(self, request: dict[str, Any], wait_ready: bool = True) -> dict[str, Any]:
+        """Decide, place and start a model; returns its info once every replica serves.
+
+        With ``wait_ready=False`` it returns once the decisions are made and the uid is reserved; the replicas
+        start in the background, and a failure leaves the model listed as ``failed`` with the reason in its events.
+        """
+        launch = LaunchRequest(**request)
+        if launch.replica < 1:
+            raise InvalidRequest("replica must be at least 1", param="replica")
+        family = self._registry.get(launch.model_name, launch.model_type)
+        choices = self._registry.choices(
+            family, launch.model_format, launch.model_size_in_billions, launch.quantization
+        )
+        placements = self._place(launch.replica, launch)
+        first = self._workers[placements[0].address]
+        matched = choose_engine(launch.model_engine, choices, self._devices_for(first, placements[0]))
+        choice = matched.accepted[0]
+        get_engine_class(matched.engine).parse_config(launch.engine_kwargs)  # a 400 before any process starts
+        for placement in placements[1:]:
+            self._check_engine_fits(matched.engine, choice, placement)
+        if not launch.ignore_memory_check:
+            for address in dict.fromkeys(p.address for p in placements):
+                await self._check_memory(self._workers[address], placements, choice, launch)
+        uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
+
+        record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
+                             hardware=self._devices_for(first, placements[0]),
+                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub})
+        async with self._lock:
+            if uid in self._models:
+                hint = "" if launch.model_uid else "; pass model_uid to run another instance"
+                raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
+            self._models[uid] = record
+            self._changed()
+        record.event("launching", f"{matched.engine}, {choice.spec.model_format} {choice.quantization}, "
+                                  f"{launch.replica} replica(s)")
+        if not wait_ready:
+            task = asyncio.create_task(self._start_all(record, placements, keep_failed=True))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return record.info()
+        await self._start_all(record, placements, keep_failed=False)
+        return record.info()
+
+    async def _start_all(self, record: ModelRecord, placements: list[Placement], keep_failed: bool) -> None:
+        try:
+            for index, placement in enumerate(placements):
+                await self._start_replica(record, index, placement)
+        except BaseException as exc:
+            await self._stop_replicas(record)
+            reason = exc.message if isinstance(exc, XinferenceError) else type(exc).__name__
+            record.event("launch_failed", reason)
+            if keep_failed and not record.cancelled and not isinstance(exc, asyncio.CancelledError):
+                record.status = "failed"
+                logger.error("background launch of %s failed: %s", record.model_uid, reason.splitlines()[0])
+            else:
+                async with self._lock:
+                    self._models.pop(record.model_uid, None)
+            self._changed()
+            if not keep_failed:
+                raise
+            return
+        record.status = "ready"
+        record.event("ready", "every replica serves")
+        self._changed()
+        logger.info("model %s ready (%s, %s)", record.model_uid, record.model_engine, record.choice.spec.model_format)
+
+    def _place(self, replicas: int, launch: LaunchRequest) -> list[Placement]:
+        if not self._workers:
+            raise ModelUnavailable("no worker has joined this cluster yet")
+        views = []
+        for worker in self._workers.values():
+            hosted = [r for rec in self._models.values() for r in rec.replicas if r.worker_address == worker.address]
+            used = {i for r in hosted for i in r.gpu_indices}
+            views.append(WorkerView(worker.address, worker.hardware, len(hosted), used))
+        return place_replicas(views, replicas, launch.n_gpu, launch.worker_ip, parse_gpu_idx(launch.gpu_idx))
+
+    @staticmethod
+    def _devices_for(worker: WorkerEntry, placement: Placement) -> HardwareInfo:
+        """The hardware one replica may use: only the GPUs placement gave it."""
+        gpus = tuple(g for g in worker.hardware.gpus if g.index in placement.gpu_indices)
+        return worker.hardware.model_copy(
+            update={"gpus": gpus, "cuda_available": any(g.vendor == "nvidia" for g in gpus)}
+        )
+
+    def _check_engine_fits(self, engine: str, choice: SpecChoice, placement: Placement) -> None:
+        found = match_engine(engine, [choice], self._devices_for(self._workers[placement.address], placement))
+        if not found.ok:
+            raise InvalidRequest(
+                f"{engine} cannot run a replica on worker {placement.address}: {found.reason()}", param="worker_ip"
+            )
+
+    async def _check_memory(
+        self, worker: WorkerEntry, placements: list[Placement], choice: SpecChoice, launch: LaunchRequest
+    ) -> None:
+        """Refuse a launch whose estimated memory exceeds what the worker has free right now, before any download
+        or process (InvalidRequest with the numbers)."""
+        try:
+            worker.hardware = HardwareInfo.model_validate(await worker.ref.hardware())
+        except Exception as exc:  # noqa: BLE001 - a worker that cannot report keeps its last known numbers
+            logger.debug("worker %s did not report fresh hardware (%s)", worker.address, exc)
+        mine = [p for p in placements if p.address == worker.address]
+        problem = check_fit(
+            choice.family, choice.spec, choice.quantization, self._devices_for(worker, mine[0]),
+            launch.engine_kwargs, len(mine),
+        )
+        if problem is not None:
+            raise InvalidRequest(problem, param="ignore_memory_check")
+
+    async def _start_replica(self, record: ModelRecord, index: int, placement: Placement) -> None:
+        worker = self._workers.get(placement.address)
+        if worker is None:
+            raise ModelUnavailable(f"worker {placement.address} left the cluster during the launch")
+        choice = record.choice
+        plan = LaunchPlan(
+            model_uid=record.model_uid,
+            replica_uid=f"{record.model_uid}-{index}",
+            model_engine=record.model_engine,
+            family=choice.family.model_dump(mode="json"),
+            spec=choice.spec.model_dump(mode="json"),
+            quantization=choice.quantization,
+            engine_config=dict(record.engine_kwargs),
+            hardware=self._devices_for(worker, placement).model_dump(mode="json"),
+            gpu_indices=list(placement.gpu_indices),
+            **record.sources,
+        )
+        record.pending = (worker.address, plan.replica_uid)
+        try:
+            facts = await worker.ref.launch_replica(plan.to_dict())
+        finally:
+            record.pending = None
+        record.replicas.append(
+            Replica(plan.replica_uid, worker.address, facts["address"], facts.get("pid"), placement.gpu_indices)
+        )
+        record.event("replica_started", f"{plan.replica_uid} on {worker.address}")
+        if record.cancelled:
+            raise LaunchFailed(f"the launch of {record.model_uid!r} was cancelled")
+        record.engine_config = facts.get("engine_config", {})
+
+    async def launch_progress(self, model_uid: str) -> float:
+        """0.0-1.0 for a model being launched (replicas done plus the current one's download), 1.0 once ready."""
+        record = self._get(model_uid)
+        if record.status != "launching":
+            return 1.0
+        current = 0.0
+        pending = record.pending
+        worker = self._workers.get(pending[0]) if pending else None
+        if pending and worker is not None:
+            with contextlib.suppress(XinferenceError):
+                current = float(await worker.ref.launch_progress(pending[1]))
+        return min((len(record.replicas) + current) / max(record.replica, 1), 1.0)
+
+    async def cancel_launch(self, model_uid: str) -> None:
+        """Stop a launch in progress: the download stops and the launch fails with "... was cancelled"."""
+        record = self._get(model_uid)
+        if record.status != "launching":
+            raise InvalidRequest(f"model {model_uid!r} is already {record.status}; terminate it instead",
+                                 param="model_uid")
+        record.cancelled = True
+        pending = record.pending
+        worker = self._workers.get(pending[0]) if pending else None
+        if pending and worker is not None:
+            await worker.ref.cancel_launch(pending[1])
+        logger.info("launch of %s cancelled", model_uid)
+
+    # -- terminating -------------------------------------------------------------------------------------------
+    async def terminate_model(self, model_uid: str) -> None:
+        async with self._lock:
+            record = self._models.pop(model_uid, None)
+        if record is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running", param="model_uid")
+        self._changed()
+        await self._stop_replicas(record)
+        logger.info("model %s terminated", model_uid)
+
+    async def _stop_replicas(self, record: ModelRecord) -> None:
+        for replica in list(record.replicas):
+            worker = self._workers.get(replica.worker_address)
+            if worker is None:
+                continue
+            try:
+                await worker.ref.terminate_replica(replica.replica_uid)
+            except XinferenceError:
+                logger.warning("replica %s was already gone", replica.replica_uid)
+            except (xo.ServerClosed, ConnectionError, OSError):
+                logger.warning("worker %s is unreachable; replica %s not stopped", worker.address,
+                               replica.replica_uid)
+        record.replicas.clear()
+
+    async def shutdown(self) -> None:
+        """Terminate every model (orderly shutdown of the whole cluster)."""
+        for uid in list(self._models):
+            with contextlib.suppress(XinferenceError):
+                await self.terminate_model(uid)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def _get(self, model_uid: str) -> ModelRecord:
+        record = self._models.get(model_uid)
+        if record is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running or launching", param="model_uid")
+        return record
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        return [r.info() for r in self._models.values()]
+
+    async def describe_model(self, model_uid: str) -> dict[str, Any]:
+        return self._get(model_uid).info()
+
+    async def get_routes(self) -> tuple[int, dict[str, dict[str, Any]]]:
+        """(version, uid → route) for the API's cache; a model still launching is listed without replicas."""
+        return self._version, {uid: r.route() for uid, r in self._models.items()}
+
+    async def route_version(self) -> int:
+        return self._version

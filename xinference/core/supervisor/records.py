@@ -1,0 +1,134 @@
+"""The supervisor's data: launch requests, workers, model records and their events."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from xinference.core.hardware import HardwareInfo
+from xinference.model.registry import SpecChoice
+
+__all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
+
+#: Events kept per model (``GET /v1/models/{uid}/events``).
+MAX_EVENTS = 200
+
+
+@dataclass
+class LaunchRequest:
+    """A validated launch, as the API hands it over (see ``api/protocol/models.py``)."""
+
+    model_name: str
+    model_type: str = "LLM"
+    model_engine: str | None = None
+    model_uid: str | None = None
+    model_format: str | None = None
+    model_size_in_billions: int | str | None = None
+    quantization: str | None = None
+    replica: int = 1
+    n_gpu: int | str | None = "auto"
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    ignore_memory_check: bool = False
+    model_path: str | None = None
+    download_hub: str | None = None
+    worker_ip: str | None = None
+    gpu_idx: list[int] | int | None = None
+
+
+@dataclass
+class Replica:
+    """One running copy of a model, in a subprocess of ``worker_address``."""
+
+    replica_uid: str
+    worker_address: str
+    address: str
+    pid: int | None = None
+    gpu_indices: tuple[int, ...] = ()
+
+    def info(self) -> dict[str, Any]:
+        return {"replica_uid": self.replica_uid, "worker_address": self.worker_address, "address": self.address,
+                "pid": self.pid, "gpu_indices": list(self.gpu_indices)}
+
+
+@dataclass
+class WorkerEntry:
+    """A worker as the supervisor knows it; ``last_seen`` moves with every heartbeat."""
+
+    address: str
+    ref: Any
+    hardware: HardwareInfo
+    last_seen: float = field(default_factory=time.monotonic)
+    joined: float = field(default_factory=time.time)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "hardware": self.hardware.model_dump(mode="json"),
+            "summary": self.hardware.summary(),
+            "seconds_since_heartbeat": round(time.monotonic() - self.last_seen, 1),
+        }
+
+
+@dataclass
+class ModelRecord:
+    """One launched model and its replicas, as listed by ``GET /v1/models``."""
+
+    model_uid: str
+    choice: SpecChoice
+    model_engine: str
+    replica: int
+    status: str = "launching"
+    replicas: list[Replica] = field(default_factory=list)
+    engine_config: dict[str, Any] = field(default_factory=dict)
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    hardware: HardwareInfo | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+    #: ``model_path`` / ``download_hub`` of the launch, handed to every replica's LaunchPlan.
+    sources: dict[str, str | None] = field(default_factory=dict)
+    #: (worker address, replica uid) of the replica being started right now; set while launching.
+    pending: tuple[str, str] | None = None
+    cancelled: bool = False
+    events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
+
+    def event(self, kind: str, message: str) -> None:
+        self.events.append({"time": time.time(), "event": kind, "message": message})
+
+    def info(self) -> dict[str, Any]:
+        family, spec = self.choice.family, self.choice.spec
+        hub = "bundled" if spec.bundled else "local" if spec.model_uri else "huggingface"
+        return {
+            "id": self.model_uid,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "xinference",
+            "model_uid": self.model_uid,
+            "model_type": family.model_type,
+            "model_name": family.model_name,
+            "model_lang": list(family.model_lang),
+            "model_ability": list(family.model_ability),
+            "model_description": family.model_description,
+            "model_format": spec.model_format,
+            "model_size_in_billions": spec.model_size_in_billions,
+            "quantization": self.choice.quantization,
+            "model_engine": self.model_engine,
+            "model_hub": hub,
+            "revision": spec.model_revision,
+            "context_length": family.context_length,
+            "replica": self.replica,
+            "status": self.status,
+            "address": self.replicas[0].worker_address if self.replicas else None,
+            "replicas": [r.info() for r in self.replicas],
+            "accelerators": sorted({f"{r.worker_address}/gpu{i}" for r in self.replicas for i in r.gpu_indices}),
+            "engine_config": self.engine_config,
+        }
+
+    def route(self) -> dict[str, Any]:
+        serving = self.status in ("ready", "degraded")
+        return {
+            "model_type": self.choice.family.model_type,
+            "model_ability": list(self.choice.family.model_ability),
+            "status": self.status,
+            "replicas": [r.address for r in self.replicas] if serving else [],
+        }

@@ -1,0 +1,202 @@
+"""Dynamic batching of concurrent embedding / rerank requests into shared forward passes.
+
+Each request submits its list of inputs and awaits their results. A collector task takes every pending request,
+waits a short window (from the first pending request's arrival) for more to join, and runs the flattened inputs
+through the model in forward passes of at most ``max_batch_size`` inputs, on one worker thread so the event loop
+stays free. Requests that arrive while a pass is running join the next one without waiting for the window, so a
+busy model batches naturally and an idle one adds at most the window to a request's latency.
+
+A request's inputs stay together in one round; a request larger than ``max_batch_size`` is split over several
+passes of the same round. ``stats`` counts the forward passes, so tests can observe batching without timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Generic, TypeVar
+
+__all__ = ["BatchStats", "Batcher"]
+
+logger = logging.getLogger(__name__)
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+@dataclass
+class BatchStats:
+    """Counters of one batcher; read them with :meth:`Batcher.snapshot`."""
+
+    #: forward passes started (a failed pass counts too)
+    forward_passes: int = 0
+    requests: int = 0
+    inputs: int = 0
+    #: the most requests that shared one forward pass
+    max_requests_per_pass: int = 0
+    #: forward passes that served more than one request
+    shared_passes: int = 0
+
+
+@dataclass
+class _Pending(Generic[In, Out]):
+    inputs: list[In]
+    future: asyncio.Future[list[Out]]
+    arrived: float = field(default_factory=time.monotonic)
+
+
+class Batcher(Generic[In, Out]):
+    """Collects concurrent requests and runs them through ``forward`` together.
+
+    ``forward(inputs)`` runs on the worker thread (``executor``, which should have one thread; by default the
+    batcher makes its own) and returns one result per input, in order; whatever it raises is
+    raised to every request of that pass. Create and use the batcher on one event loop; ``close()`` when done.
+    """
+
+    def __init__(
+        self,
+        forward: Callable[[list[In]], list[Out]],
+        *,
+        max_batch_size: int,
+        window_s: float,
+        executor: ThreadPoolExecutor | None = None,
+        name: str = "batcher",
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be at least 1")
+        self._forward = forward
+        self.max_batch_size = max_batch_size
+        self.window_s = max(0.0, window_s)
+        self._pending: list[_Pending[In, Out]] = []
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        # One thread: torch runs fastest when every call comes from the same thread (its OpenMP team is reused).
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._closed = False
+        self.stats = BatchStats()
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, as a plain dict."""
+        return dict(self.stats.__dict__)
+
+    async def submit(self, inputs: list[In]) -> list[Out]:
+        """Queue ``inputs`` (one request) and wait for their results."""
+        if self._closed:
+            raise RuntimeError("the batcher is closed")
+        if not inputs:
+            return []
+        loop = asyncio.get_running_loop()
+        if self._task is None:
+            self._wakeup = asyncio.Event()
+            self._task = loop.create_task(self._run())
+        future: asyncio.Future[list[Out]] = loop.create_future()
+        self._pending.append(_Pending(list(inputs), future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return await future
+
+    async def close(self) -> None:
+        """Stop collecting; requests still queued fail with ``RuntimeError``. Idempotent."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for pending in self._pending:
+            if not pending.future.done():
+                pending.future.set_exception(RuntimeError("the model was unloaded"))
+        self._pending.clear()
+        if self._own_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- collector --------------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            self._drop_cancelled()
+            if not self._pending:
+                continue
+            await self._collect()
+            round_ = self._take_round()
+            if round_:
+                await self._serve(round_)
+            if self._pending:
+                self._wakeup.set()
+
+    async def _collect(self) -> None:
+        """Wait until the window (counted from the oldest pending request) closes or a full batch is queued."""
+        assert self._wakeup is not None
+        deadline = self._pending[0].arrived + self.window_s
+        while self._queued() < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+
+    def _queued(self) -> int:
+        return sum(len(p.inputs) for p in self._pending if not p.future.done())
+
+    def _drop_cancelled(self) -> None:
+        self._pending = [p for p in self._pending if not p.future.done()]
+
+    def _take_round(self) -> list[_Pending[In, Out]]:
+        """Whole requests up to ``max_batch_size`` inputs (always at least one request)."""
+        self._drop_cancelled()
+        taken: list[_Pending[In, Out]] = []
+        size = 0
+        while self._pending:
+            nxt = self._pending[0]
+            if taken and size + len(nxt.inputs) > self.max_batch_size:
+                break
+            taken.append(self._pending.pop(0))
+            size += len(nxt.inputs)
+        return taken
+
+    async def _serve(self, round_: list[_Pending[In, Out]]) -> None:
+        flat: list[In] = []
+        owners: list[int] = []
+        for index, pending in enumerate(round_):
+            flat.extend(pending.inputs)
+            owners.extend([index] * len(pending.inputs))
+        loop = asyncio.get_running_loop()
+        results: list[Out] = []
+        try:
+            for start in range(0, len(flat), self.max_batch_size):
+                chunk = flat[start : start + self.max_batch_size]
+                self._count(len(set(owners[start : start + self.max_batch_size])), len(chunk))
+                out = await loop.run_in_executor(self._executor, self._forward, chunk)
+                if len(out) != len(chunk):
+                    raise RuntimeError(f"forward returned {len(out)} results for {len(chunk)} inputs")
+                results.extend(out)
+        except Exception as exc:  # noqa: BLE001 - the forward's error belongs to every request of the round
+            for pending in round_:
+                if not pending.future.done():
+                    pending.future.set_exception(exc)
+            return
+        offset = 0
+        for pending in round_:
+            size = len(pending.inputs)
+            if not pending.future.done():
+                pending.future.set_result(results[offset : offset + size])
+            offset += size
+        self.stats.requests += len(round_)
+
+    def _count(self, requests: int, inputs: int) -> None:
+        stats = self.stats
+        stats.forward_passes += 1
+        stats.inputs += inputs
+        stats.max_requests_per_pass = max(stats.max_requests_per_pass, requests)
+        if requests > 1:
+            stats.shared_passes += 1

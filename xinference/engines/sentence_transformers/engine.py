@@ -1,0 +1,269 @@
+"""Embedding and rerank models through ``sentence-transformers``, with concurrent requests batched.
+
+One adapter serves both model types: an ``embedding`` family loads a ``SentenceTransformer`` bi-encoder, a
+``rerank`` family a ``CrossEncoder``. Every request goes through a :class:`~.batcher.Batcher`, so concurrent
+requests share forward passes (the model runs on one worker thread; the actor's event loop stays free).
+
+Inputs longer than the model's maximum are truncated, as sentence-transformers does; usage counts the tokens the
+model actually saw. Token-array inputs (OpenAI's ``input: [[id, ...]]``) are the model's own token ids: they are
+decoded with its tokenizer and embedded like text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Iterator
+
+from xinference.engines.base import Engine, Verdict
+from xinference.engines.sentence_transformers.batcher import Batcher
+from xinference.engines.sentence_transformers.config import (
+    ResolvedSentenceTransformersConfig,
+    SentenceTransformersConfig,
+)
+from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelUnavailable, XinferenceError
+
+__all__ = ["SentenceTransformersEngine"]
+
+logger = logging.getLogger(__name__)
+
+_INSTALL_HINT = "pip install 'xinference[transformers]'"
+
+
+@contextlib.contextmanager
+def _backend_errors() -> Iterator[None]:
+    """Translate what torch / sentence-transformers raise while serving into the platform's errors."""
+    try:
+        yield
+    except XinferenceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every backend failure becomes an EngineError, chained
+        raise EngineError(f"sentence-transformers failed: {type(exc).__name__}: {exc}") from exc
+
+
+class SentenceTransformersEngine(Engine):
+    """Bi-encoder embeddings and cross-encoder reranking on CPU or GPU."""
+
+    name: ClassVar[str] = "sentence_transformers"
+    model_types: ClassVar[frozenset[str]] = frozenset({"embedding", "rerank"})
+    model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch"})
+    config_class = SentenceTransformersConfig
+
+    resolved: ResolvedSentenceTransformersConfig
+    _model: Any = None
+    _thread: ThreadPoolExecutor | None = None
+    _batcher: Batcher[Any, Any] | None = None
+    _max_length: int = 512
+    _dimensions: int | None = None
+
+    @classmethod
+    def check_lib(cls) -> Verdict:
+        import importlib.util
+
+        for module in ("torch", "sentence_transformers"):
+            if importlib.util.find_spec(module) is None:
+                return Verdict.reject(
+                    f"sentence_transformers needs the {module} package, which is not installed ({_INSTALL_HINT})"
+                )
+        return Verdict.ok()
+
+    # -- life cycle ----------------------------------------------------------------------------------------------
+    async def load(self) -> None:
+        assert isinstance(self.config, SentenceTransformersConfig)
+        self.resolved = self.config.resolve(cpu_count=self.hardware.cpu_count, gpu=self.hardware.cuda_available)
+        # Weights are always local here: never let the hub client reach for the network.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        logger.info("loading %s with sentence-transformers: %s", self.model_uid, self.resolved.model_dump())
+        # Load and every forward pass run on this one thread: torch's CPU thread pool is per calling thread, and
+        # a second pool on a small machine halves the speed of both.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"st-{self.model_uid}")
+        loop = asyncio.get_running_loop()
+        try:
+            self._model = await loop.run_in_executor(self._thread, self._load_model)
+        except ImportError as exc:
+            raise LaunchFailed(f"sentence_transformers needs torch and sentence-transformers ({_INSTALL_HINT}): "
+                               f"{exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
+            raise LaunchFailed(f"sentence-transformers could not load {self.model_uid}: {exc}") from exc
+        forward = self._embed_forward if self.family.model_type == "embedding" else self._rerank_forward
+        self._batcher = Batcher(
+            forward,
+            max_batch_size=self.resolved.max_batch_size,
+            window_s=self.resolved.batch_window_ms / 1000.0,
+            executor=self._thread,
+            name=f"st-{self.model_uid}",
+        )
+
+    def _load_model(self) -> Any:
+        import torch
+
+        cfg = self.resolved
+        torch.set_num_threads(cfg.n_threads)
+        common: dict[str, Any] = {
+            "device": cfg.device, "local_files_only": True, "trust_remote_code": cfg.trust_remote_code
+        }
+        if self.family.model_type == "embedding":
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(self.model_path, **common)
+            limit = cfg.max_length or self.family.max_tokens or model.max_seq_length or 512
+            model.max_seq_length = limit
+            self._max_length = int(limit)
+            getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            self._dimensions = getter()
+        else:
+            from sentence_transformers import CrossEncoder
+
+            model = CrossEncoder(self.model_path, max_length=cfg.max_length or self.family.max_tokens, **common)
+            self._max_length = int(getattr(model, "max_seq_length", None) or model.tokenizer.model_max_length)
+        model.eval()
+        return model
+
+    async def unload(self) -> None:
+        if self._batcher is not None:
+            batcher, self._batcher = self._batcher, None
+            await batcher.close()
+        if self._thread is not None:
+            self._thread.shutdown(wait=False, cancel_futures=True)
+            self._thread = None
+        self._model = None
+
+    def stats(self) -> dict[str, Any]:
+        """Batching counters (forward passes, requests, the most requests that shared one pass)."""
+        return self._batcher.snapshot() if self._batcher is not None else {}
+
+    def _ready(self) -> Batcher[Any, Any]:
+        if self._batcher is None or self._model is None:
+            raise ModelUnavailable(f"model {self.model_uid!r} is not loaded")
+        return self._batcher
+
+    # -- forward passes (worker thread) ------------------------------------------------------------------------
+    def _count_tokens(self, first: list[str], second: list[str] | None = None) -> list[int]:
+        encoded = self._model.tokenizer(
+            first, second, truncation=True, max_length=self._max_length, add_special_tokens=True
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def _embed_forward(self, texts: list[str]) -> list[tuple[Any, int]]:
+        import torch
+
+        with _backend_errors(), torch.inference_mode():
+            vectors = self._model.encode(
+                texts, batch_size=len(texts), convert_to_numpy=True, show_progress_bar=False
+            )
+            counts = self._count_tokens(texts)
+        return list(zip(vectors, counts, strict=True))
+
+    def _rerank_forward(self, pairs: list[tuple[str, str]]) -> list[tuple[float, int]]:
+        import torch
+
+        with _backend_errors(), torch.inference_mode():
+            scores = self._model.predict(
+                pairs, batch_size=len(pairs), convert_to_numpy=True, show_progress_bar=False
+            )
+            counts = self._count_tokens([q for q, _ in pairs], [d for _, d in pairs])
+        return [(float(s), n) for s, n in zip(scores, counts, strict=True)]
+
+    # -- embeddings ----------------------------------------------------------------------------------------------
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request``: ``input`` (a list of strings or token-id lists), ``encoding_format``, ``dimensions``."""
+        if self.family.model_type != "embedding":
+            raise self._unsupported("embed")
+        batcher = self._ready()
+        texts = [self._as_text(item, index) for index, item in enumerate(request["input"])]
+        dimensions = self._check_dimensions(request.get("dimensions"))
+        results = await batcher.submit(texts)
+        encoding = request.get("encoding_format") or "float"
+        data = []
+        for index, (vector, _) in enumerate(results):
+            data.append({"object": "embedding", "index": index, "embedding": _encode(vector, dimensions, encoding)})
+        tokens = sum(n for _, n in results)
+        return {
+            "object": "list",
+            "data": data,
+            "model": self.model_uid,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _as_text(self, item: Any, index: int) -> str:
+        if isinstance(item, str):
+            return item
+        tokenizer = self._model.tokenizer
+        size = len(tokenizer)
+        if not item or any(not isinstance(t, int) or t < 0 or t >= size for t in item):
+            raise InvalidRequest(
+                f"input[{index}] must be a non-empty list of this model's token ids (0 to {size - 1})", param="input"
+            )
+        text: str = tokenizer.decode(item, skip_special_tokens=True)
+        return text
+
+    def _check_dimensions(self, requested: int | None) -> int | None:
+        native = self._dimensions
+        if requested is None or requested == native:
+            return None
+        if native is not None and requested < native and self.resolved.truncate_dimensions:
+            return requested
+        if native is not None and requested < native:
+            raise InvalidRequest(
+                f"model {self.model_uid!r} returns {native}-dimensional embeddings and was not trained to be "
+                f"shortened; omit dimensions (or launch it with truncate_dimensions=true if it is Matryoshka-trained)",
+                param="dimensions",
+            )
+        raise InvalidRequest(
+            f"model {self.model_uid!r} returns {native}-dimensional embeddings; dimensions cannot be {requested}",
+            param="dimensions",
+        )
+
+    # -- rerank --------------------------------------------------------------------------------------------------
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request``: ``query``, ``documents`` (strings), ``top_n``, ``return_documents``."""
+        if self.family.model_type != "rerank":
+            raise self._unsupported("rerank")
+        batcher = self._ready()
+        query: str = request["query"]
+        documents: list[str] = list(request["documents"])
+        results = await batcher.submit([(query, doc) for doc in documents])
+        order = sorted(range(len(documents)), key=lambda i: results[i][0], reverse=True)
+        top_n = request.get("top_n")
+        if top_n is not None:
+            order = order[:top_n]
+        keep_text = request.get("return_documents")
+        tokens = sum(n for _, n in results)
+        return {
+            "id": str(uuid.uuid4()),
+            "results": [
+                {
+                    "index": i,
+                    "relevance_score": results[i][0],
+                    "document": {"text": documents[i]} if keep_text else None,
+                }
+                for i in order
+            ],
+            "meta": {
+                "api_version": None,
+                "billed_units": None,
+                "tokens": {"input_tokens": tokens, "output_tokens": 0},
+                "warnings": None,
+            },
+        }
+
+
+def _encode(vector: Any, dimensions: int | None, encoding: str) -> list[float] | str:
+    """One embedding as OpenAI sends it: floats, or base64 of little-endian float32."""
+    import numpy as np
+
+    values = np.asarray(vector, dtype=np.float32)
+    if dimensions is not None:
+        values = values[:dimensions]
+        norm = float(np.linalg.norm(values))
+        if norm > 0:
+            values = values / norm
+    if encoding == "base64":
+        return base64.b64encode(values.astype("<f4").tobytes()).decode("ascii")
+    result: list[float] = values.tolist()
+    return result

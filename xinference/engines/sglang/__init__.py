@@ -1,0 +1,1 @@
+"""SGLang engine adapter (CUDA GPUs on Linux); see :mod:`xinference.engines.sglang.engine`."""

@@ -1,0 +1,404 @@
+"""Continuous batching for Transformers causal LMs: sequences join and leave a running batch between decode steps.
+
+One thread (the *scheduler*) owns the model. Each turn of its loop it
+
+1. admits waiting sequences while fewer than ``max_num_seqs`` run: each is prefilled alone (its own KV cache),
+   samples its first token, and is merged into the batch;
+2. drops the sequences whose client went away or that finished;
+3. runs one decode step for every running sequence at once.
+
+The batch's KV cache is left-padded: row ``i`` holds sequence ``i``'s keys and values right-aligned, and an
+attention mask marks the padding. Merging a new sequence pads whichever side is shorter on the left; removing one
+selects the remaining rows and trims columns that became padding for every row. Position ids are passed per row,
+so padding never shifts a sequence's positions. A long generation therefore never blocks the others: they all
+advance one token per step, and a finished or aborted one leaves at the next step.
+
+Sequences talk to their requester through a :class:`Sink` (called on the scheduler thread; it must not block).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from xinference.errors import EngineError, ModelUnavailable, XinferenceError
+
+__all__ = ["SamplingParams", "Scheduler", "Sequence", "Sink"]
+
+logger = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    """Where a sequence's output goes. Called on the scheduler thread; implementations only hand data over."""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the requester went away: the sequence leaves the batch at the next step."""
+
+    def on_text(self, seq: Sequence, text: str) -> None: ...
+
+    def on_finish(self, seq: Sequence, reason: str) -> None: ...
+
+    def on_error(self, seq: Sequence, error: XinferenceError) -> None: ...
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each token; ``temperature == 0`` is greedy."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: frozenset[int] = frozenset()
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request's state while it decodes."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    sink: Sink
+    generated: list[int] = field(default_factory=list)
+    emitted_chars: int = 0
+    finish_reason: str | None = None
+    # Set by the scheduler: the sampling generator and penalty state (torch tensors).
+    generator: Any = None
+    counts: Any = None
+    seen: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None or self.sink.cancelled
+
+
+class Scheduler:
+    """Owns the model on one thread and runs the continuous batch. ``start()`` once, ``stop()`` at unload."""
+
+    def __init__(
+        self,
+        loader: Callable[[], tuple[Any, Any]],
+        *,
+        max_num_seqs: int,
+        device: str,
+        name: str = "transformers",
+    ) -> None:
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.max_num_seqs = max_num_seqs
+        self.device = device
+        self._name = name
+        self._loader = loader
+        self._loaded = threading.Event()
+        self._load_error: BaseException | None = None
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._cache: Any = None
+        self._mask: Any = None  # [rows, columns] 1 where the cache holds a real token
+        self._positions: Any = None  # [rows] position id of each row's next token
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+        self._cache_kwarg = "past_key_values"
+        self.max_batch_seen = 0
+
+    # -- control (any thread) ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the thread; it first calls ``loader()`` for ``(model, tokenizer)`` (see ``wait_loaded``)."""
+        self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+        self._thread.start()
+
+    def wait_loaded(self) -> None:
+        """Block until the loader returned; re-raise what it raised."""
+        self._loaded.wait()
+        if self._load_error is not None:
+            raise self._load_error
+
+    def submit(self, seq: Sequence) -> None:
+        with self._cond:
+            if self._stopping:
+                raise ModelUnavailable("the model is shutting down")
+            self._waiting.append(seq)
+            self._cond.notify()
+
+    def wake(self) -> None:
+        """Have the loop look at its sequences now (a client went away)."""
+        with self._cond:
+            self._cond.notify()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def stats(self) -> dict[str, int]:
+        return {"decode_steps": self.steps, "running": len(self._running), "waiting": len(self._waiting),
+                "max_batch_seen": self.max_batch_seen, "max_num_seqs": self.max_num_seqs}
+
+    # -- the loop (scheduler thread) ---------------------------------------------------------------------------
+    def _main(self) -> None:
+        # Loading and decoding on this one thread: torch's CPU thread pool belongs to the calling thread, and a
+        # second pool left spinning by another thread slows a small machine down.
+        try:
+            self.model, self.tokenizer = self._loader()
+        except BaseException as exc:  # noqa: BLE001 - handed to wait_loaded
+            self._load_error = exc
+            self._loaded.set()
+            return
+        self._check_cache_layout()
+        parameters = inspect.signature(self.model.forward).parameters
+        # Transformers renamed ``past_key_values`` to ``cache`` (the old name is deprecated since 5.x).
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        self._loaded.set()
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not self._stopping and not self._waiting and not self._running:
+                        self._cond.wait()
+                    if self._stopping:
+                        break
+                try:
+                    self._admit()
+                    self._retire()
+                    if self._running:
+                        self._decode_step()
+                        self._retire()
+                except XinferenceError as exc:
+                    self._fail_running(exc)
+                except Exception as exc:  # noqa: BLE001 - a backend failure fails the batch, not the thread
+                    logger.exception("decode step failed")
+                    self._fail_running(EngineError(f"Transformers failed: {type(exc).__name__}: {exc}"))
+        self._shutdown()
+
+    def _check_cache_layout(self) -> None:
+        """Row surgery on the KV cache needs plain full-attention layers; anything else decodes one at a time."""
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        probe = DynamicCache(config=self.model.config)
+        if self.max_num_seqs > 1 and any(type(layer) is not DynamicLayer for layer in probe.layers):
+            logger.warning("%s: this model's cache layers are not plain full attention; decoding one sequence at "
+                           "a time", self._name)
+            self.max_num_seqs = 1
+
+    def _fail_running(self, error: XinferenceError) -> None:
+        for seq in self._running:
+            seq.sink.on_error(seq, error)
+        self._running, self._cache, self._mask, self._positions = [], None, None, None
+
+    def _shutdown(self) -> None:
+        error = ModelUnavailable("the model was unloaded")
+        with self._cond:
+            waiting, self._waiting = list(self._waiting), deque()
+        for seq in waiting + self._running:
+            seq.sink.on_error(seq, error)
+        self._running, self._cache = [], None
+
+    def _admit(self) -> None:
+        while len(self._running) < self.max_num_seqs:
+            with self._cond:
+                if not self._waiting:
+                    return
+                seq = self._waiting.popleft()
+            if seq.sink.cancelled:
+                continue
+            self._prefill(seq)
+
+    def _prefill(self, seq: Sequence) -> None:
+        import torch
+        from transformers import DynamicCache
+
+        self._prepare(seq)
+        ids = torch.tensor([seq.prompt_ids], dtype=torch.long, device=self.device)
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+        token = self._sample(seq, out.logits[0, -1])
+        self._accept(seq, token)
+        if seq.done:
+            return
+        mask = torch.ones((1, len(seq.prompt_ids)), dtype=torch.long, device=self.device)
+        position = torch.tensor([len(seq.prompt_ids)], dtype=torch.long, device=self.device)
+        self._merge(seq, cache, mask, position)  # the forward pass filled ``cache`` in place
+
+    def _prepare(self, seq: Sequence) -> None:
+        import torch
+
+        params = seq.params
+        if params.temperature > 0:
+            seq.generator = torch.Generator(device=self.device)
+            if params.seed is not None:
+                seq.generator.manual_seed(params.seed)
+            else:
+                seq.generator.seed()
+        vocab = self.model.config.vocab_size
+        if params.presence_penalty or params.frequency_penalty:
+            seq.counts = torch.zeros(vocab, dtype=torch.float32, device=self.device)
+        if params.repetition_penalty != 1.0:
+            seq.seen = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+            seq.seen[torch.tensor([t for t in seq.prompt_ids if t < vocab], dtype=torch.long,
+                                  device=self.device)] = True
+
+    def _merge(self, seq: Sequence, cache: Any, mask: Any, position: Any) -> None:
+        """Add a prefilled sequence's cache as a new, left-padded row of the batch cache."""
+        import torch
+
+        self._running.append(seq)
+        self.max_batch_seen = max(self.max_batch_seen, len(self._running))
+        if self._cache is None:
+            self._cache, self._mask, self._positions = cache, mask, position
+            return
+        width, new_width = self._mask.shape[1], mask.shape[1]
+        target = max(width, new_width)
+        for old_layer, new_layer in zip(self._cache.layers, cache.layers, strict=True):
+            old_layer.keys = torch.cat([_left_pad(old_layer.keys, target), _left_pad(new_layer.keys, target)])
+            old_layer.values = torch.cat([_left_pad(old_layer.values, target), _left_pad(new_layer.values, target)])
+        self._mask = torch.cat([_left_pad(self._mask, target, dim=1), _left_pad(mask, target, dim=1)])
+        self._positions = torch.cat([self._positions, position])
+
+    def _retire(self) -> None:
+        """Remove finished and abandoned sequences from the batch (and columns nobody needs any more)."""
+        import torch
+
+        keep = [i for i, seq in enumerate(self._running) if not seq.done]
+        if len(keep) == len(self._running):
+            return
+        self._running = [self._running[i] for i in keep]
+        if not keep:
+            self._cache, self._mask, self._positions = None, None, None
+            return
+        rows = torch.tensor(keep, dtype=torch.long, device=self.device)
+        self._mask = self._mask.index_select(0, rows)
+        used = torch.nonzero(self._mask.any(dim=0)).flatten()
+        start = int(used[0]) if used.numel() else 0
+        self._mask = self._mask[:, start:]
+        self._positions = self._positions.index_select(0, rows)
+        for layer in self._cache.layers:
+            layer.keys = layer.keys.index_select(0, rows)[:, :, start:]
+            layer.values = layer.values.index_select(0, rows)[:, :, start:]
+
+    def _decode_step(self) -> None:
+        import torch
+
+        last = torch.tensor([[seq.generated[-1]] for seq in self._running], dtype=torch.long, device=self.device)
+        ones = torch.ones((len(self._running), 1), dtype=self._mask.dtype, device=self.device)
+        self._mask = torch.cat([self._mask, ones], dim=1)
+        out = self.model(
+            input_ids=last,
+            attention_mask=self._mask,
+            position_ids=self._positions.unsqueeze(1),
+            use_cache=True,
+            **{self._cache_kwarg: self._cache},
+        )
+        self._positions = self._positions + 1
+        self.steps += 1
+        logits = out.logits[:, -1, :]
+        for row, seq in enumerate(self._running):
+            if not seq.sink.cancelled:
+                self._accept(seq, self._sample(seq, logits[row]))
+
+    # -- sampling and output ---------------------------------------------------------------------------------
+    def _sample(self, seq: Sequence, logits: Any) -> int:
+        import torch
+
+        params = seq.params
+        logits = logits.float()
+        if seq.seen is not None:
+            picked = logits[seq.seen]
+            logits[seq.seen] = torch.where(picked > 0, picked / params.repetition_penalty,
+                                           picked * params.repetition_penalty)
+        if seq.counts is not None:
+            logits = logits - params.frequency_penalty * seq.counts - params.presence_penalty * (seq.counts > 0)
+        if params.temperature <= 0:
+            return int(torch.argmax(logits))
+        logits = logits / params.temperature
+        if 0 < params.top_k < logits.shape[-1]:
+            threshold = torch.topk(logits, params.top_k).values[-1]
+            logits = logits.masked_fill(logits < threshold, float("-inf"))
+        if params.top_p < 1.0:
+            ordered, order = torch.sort(logits, descending=True)
+            cumulative = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
+            drop = cumulative - torch.softmax(ordered, dim=-1) > params.top_p  # keep the token that crosses top_p
+            logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=seq.generator))
+
+    def _accept(self, seq: Sequence, token: int) -> None:
+        """Record a sampled token, emit the text that is now safe to send, and decide whether the sequence ends."""
+        params = seq.params
+        if token in params.stop_token_ids:
+            self._emit(seq, final=True)
+            self._finish(seq, "stop")
+            return
+        seq.generated.append(token)
+        if seq.counts is not None:
+            seq.counts[token] += 1
+        if seq.seen is not None:
+            seq.seen[token] = True
+        stopped = self._emit(seq, final=len(seq.generated) >= params.max_tokens)
+        if stopped:
+            self._finish(seq, "stop")
+        elif len(seq.generated) >= params.max_tokens:
+            self._finish(seq, "length")
+
+    def _emit(self, seq: Sequence, final: bool) -> bool:
+        """Send the new text; returns True when a stop string was reached (the text before it is sent)."""
+        text = self.tokenizer.decode(seq.generated, skip_special_tokens=True)
+        stops = seq.params.stop
+        safe = len(text)
+        hit = False
+        if stops:
+            search_from = max(0, seq.emitted_chars - max(len(s) for s in stops))
+            found = [i for i in (text.find(s, search_from) for s in stops) if i >= 0]
+            if found:
+                safe, hit = min(found), True
+            elif not final:
+                safe = len(text) - _held_back(text, stops)
+        if not final and not hit and text.endswith("\ufffd"):
+            safe = min(safe, len(text) - 1)  # an incomplete UTF-8 character: wait for its next bytes
+        if safe > seq.emitted_chars:
+            seq.sink.on_text(seq, text[seq.emitted_chars:safe])
+            seq.emitted_chars = safe
+        return hit
+
+    @staticmethod
+    def _finish(seq: Sequence, reason: str) -> None:
+        seq.finish_reason = reason
+        seq.sink.on_finish(seq, reason)
+
+
+def _left_pad(tensor: Any, width: int, dim: int = 2) -> Any:
+    """Zero-pad ``tensor`` on the left of ``dim`` up to ``width``."""
+    import torch
+
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
+
+
+def _held_back(text: str, stops: tuple[str, ...]) -> int:
+    """How many trailing characters of ``text`` could be the start of a stop string (not sent yet)."""
+    longest = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:size]):
+                longest = size
+                break
+    return longest
