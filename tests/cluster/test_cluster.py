@@ -158,3 +158,18 @@ def test_cluster_survives_worker_model_and_supervisor_failures(cluster: Cluster)
     assert [p.pid for p in _model_children(cluster.processes["worker-b"])] == pid_before
     print(f"6 requests after the worker kill served in {served_in:.1f}s; worker loss detected in {detection:.1f}s; "
           f"model process restarted in {recovery:.1f}s")
+
+
+def test_restarted_worker_relaunches_its_models(cluster: Cluster) -> None:
+    body = {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_ctx": 1024}
+    assert httpx.post(f"{cluster.endpoint}/v1/models", json=body, timeout=180).status_code == 200
+    hosting = next(n for n in ("worker-a", "worker-b") if _model_children(cluster.processes[n]))
+    cluster.processes[hosting].send_signal(signal.SIGTERM)
+    cluster.processes[hosting].wait(30)
+    wait_for(lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "unavailable", 15,
+             "the model to lose its only replica")
+    assert cluster.chat().status_code == 503
+    cluster.start_worker(hosting)  # same XINFERENCE_HOME: it relaunches what it ran
+    wait_for(lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "ready", 60, "the relaunch")
+    assert cluster.chat().status_code == 200
+    assert cluster.get("/v1/models/smollm2-instruct")["engine_config"]["n_ctx"] == 1024

@@ -8,6 +8,7 @@ exit code and the last lines the engine printed (local paths shortened to file n
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -65,10 +66,14 @@ class _Replica:
 class WorkerActor(xo.StatelessActor):
     """Runs model replicas on this node. Created by the bootstrap with the node's main pool."""
 
-    def __init__(self, main_pool: Any, supervisor_address: str | None = None) -> None:
+    def __init__(self, main_pool: Any, supervisor_address: str | None = None, restore: bool = False) -> None:
+        """``restore``: relaunch the replicas this worker ran before it stopped (``xinference-worker`` does;
+        ``xinference-local`` does not, its models are launched by the user or ``--launch``)."""
         super().__init__()
         self._pool = main_pool
         self._supervisor_address = supervisor_address
+        self._restore = restore
+        self._stopping = False
         self._replicas: dict[str, _Replica] = {}
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
@@ -86,6 +91,37 @@ class WorkerActor(xo.StatelessActor):
             await self._supervisor.add_worker(self.address, await self.hardware())
             self._tasks.append(asyncio.create_task(self._heartbeat()))
         self._tasks.append(asyncio.create_task(self._watch_replicas()))
+        if self._restore:
+            self._tasks.append(asyncio.create_task(self._relaunch_saved()))
+
+    def _state_file(self) -> Path:
+        return settings.home_dir() / "worker" / "replicas.json"
+
+    def _save_state(self) -> None:
+        """Remember the running replicas' plans (atomically), so a restarted worker can relaunch them. An orderly
+        shutdown keeps the file as it was: what ran before the stop runs again after the restart."""
+        if self._stopping:
+            return
+        path = self._state_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        plans = [r.plan for r in self._replicas.values() if r.facts]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(plans), encoding="utf-8")
+        os.replace(tmp, path)
+
+    async def _relaunch_saved(self) -> None:
+        try:
+            plans = json.loads(self._state_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        for plan in plans:
+            try:
+                await self.launch_replica(plan)
+            except Exception as exc:  # noqa: BLE001 - one replica failing must not stop the others
+                logger.warning("could not relaunch %s: %s", plan.get("replica_uid"), exc)
+        if self._supervisor is not None and self._replicas:
+            reports = [r.report() for r in self._replicas.values() if r.facts]
+            await self._tell_supervisor("add_worker", self.address, await self.hardware(), reports)
 
     async def __pre_destroy__(self) -> None:
         for task in self._tasks:
@@ -128,6 +164,7 @@ class WorkerActor(xo.StatelessActor):
             self._replicas.pop(replica_uid, None)
             raise
         logger.info("replica %s serving at %s", replica_uid, replica.address)
+        self._save_state()
         return {"address": replica.address, **replica.facts}
 
     def _subprocess_env(self, plan: dict[str, Any]) -> dict[str, str]:
@@ -243,6 +280,7 @@ class WorkerActor(xo.StatelessActor):
 
     async def shutdown(self) -> None:
         """Stop every replica and leave the cluster (orderly shutdown)."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*(self._discard(uid) for uid in list(self._replicas)), return_exceptions=True)
@@ -256,6 +294,7 @@ class WorkerActor(xo.StatelessActor):
         replica = self._replicas.pop(replica_uid, None)
         if replica is not None:
             await self._remove_process(replica)
+            self._save_state()
 
     async def _remove_process(self, replica: _Replica) -> None:
         replica_uid = replica.replica_uid

@@ -61,7 +61,7 @@ async def run_worker(supervisor_address: str, host: str, port: int) -> None:
     worker: Any = None
     try:
         worker = await xo.create_actor(
-            WorkerActor, pool, supervisor_address, address=pool.external_address, uid=WorkerActor.default_uid()
+            WorkerActor, pool, supervisor_address, True, address=pool.external_address, uid=WorkerActor.default_uid()
         )
         logger.info("worker %s joined the supervisor at %s", pool.external_address, supervisor_address)
         await wait_for_signal()

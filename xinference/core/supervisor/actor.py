@@ -96,13 +96,12 @@ class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
             record = ModelRecord(plan.model_uid, choice, plan.model_engine, replica=0, status="ready",
                                  engine_kwargs=dict(plan.engine_config))
             self._models[plan.model_uid] = record
-        if any(r.replica_uid == plan.replica_uid for r in record.replicas):
-            return
+        record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]  # its new address wins
         record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
                                        tuple(plan.gpu_indices)))
-        record.replica = len(record.replicas)
+        record.replica = max(record.replica, len(record.replicas))
         record.engine_config = reported.get("engine_config") or record.engine_config
-        record.status = "ready"
+        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
         record.event("replica_adopted", f"{plan.replica_uid} on {worker_address} re-registered after a restart")
         self._changed()
         logger.info("adopted running replica %s on %s", plan.replica_uid, worker_address)
