@@ -173,3 +173,21 @@ def test_restarted_worker_relaunches_its_models(cluster: Cluster) -> None:
     wait_for(lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "ready", 60, "the relaunch")
     assert cluster.chat().status_code == 200
     assert cluster.get("/v1/models/smollm2-instruct")["engine_config"]["n_ctx"] == 1024
+
+
+def test_scale_replicas_up_and_down_with_the_official_client(cluster: Cluster) -> None:
+    from xinference_client import RESTfulClient
+
+    client = RESTfulClient(cluster.endpoint)
+    uid = client.launch_model(model_name="smollm2-instruct", model_engine="llama.cpp", n_ctx=1024)
+    added = client.add_model_replica(uid)
+    assert added["replica"] == 2
+    info = cluster.get(f"/v1/models/{uid}")
+    assert len({r["worker_address"] for r in info["replicas"]}) == 2  # the new replica went to the idle worker
+    assert all(cluster.chat().status_code == 200 for _ in range(4))
+    assert client.terminate_model_replica(uid, 0) == 1
+    assert [r["replica_uid"] for r in cluster.get(f"/v1/models/{uid}")["replicas"]] == [f"{uid}-1"]
+    assert cluster.chat().status_code == 200
+    last = httpx.delete(f"{cluster.endpoint}/v1/models/{uid}/replicas/1")
+    assert last.status_code == 400 and "last replica" in last.json()["error"]["message"]
+    assert httpx.delete(f"{cluster.endpoint}/v1/models/{uid}/replicas/7").status_code == 404

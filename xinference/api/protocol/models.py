@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xinference.api.protocol.common import OpenAIRequest
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.spec import validate_model_name
 
-__all__ = ["LaunchModelRequest"]
+__all__ = ["AddReplicasRequest", "LaunchModelRequest"]
 
 #: Official-client fields that must be null (or neutral) for now, with why.
 _NOT_YET: dict[str, str] = {
@@ -112,3 +112,28 @@ class LaunchModelRequest(OpenAIRequest):
             "worker_ip": self.worker_ip or None,
             "gpu_idx": self.gpu_idx,
         }
+
+
+class AddReplicasRequest(BaseModel):
+    """``POST /v1/models/{uid}/replicas`` (the official client's scale-up payload)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replica: int = Field(default=1, ge=1, le=64)
+    n_gpu: int | str | None = "auto"
+    model_engine: str | None = None
+    replica_config: dict[str, Any] | list[dict[str, Any]] | None = None
+
+    def worker_ip(self) -> str | None:
+        """The worker named by a one-device ``replica_config``, if any; other placement fields are refused."""
+        if self.model_engine is not None:
+            raise UnsupportedOption("a replica runs the model's engine; model_engine cannot differ", "model_engine")
+        config = self.replica_config
+        if config is None:
+            return None
+        configs = config if isinstance(config, list) else [config]
+        devices = [d for c in configs for d in c.get("devices", [])]
+        if len(devices) != 1 or set(devices[0]) - {"worker_ip"}:
+            raise UnsupportedOption("replica_config may only name one device's worker_ip for now", "replica_config")
+        worker: str | None = devices[0].get("worker_ip")
+        return worker

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 
-from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
 from xinference.api.serving.models import ModelsService
 
 __all__ = ["attach_router"]
@@ -48,6 +48,16 @@ async def cancel_launch(model_uid: str, request: Request) -> dict[str, Any]:
 @router.get("/v1/models/{model_uid}/events")
 async def model_events(model_uid: str, request: Request) -> dict[str, Any]:
     return await _service(request).events(model_uid)
+
+
+@router.post("/v1/models/{model_uid}/replicas")
+async def add_replicas(model_uid: str, body: AddReplicasRequest, request: Request) -> dict[str, Any]:
+    return await _service(request).add_replicas(model_uid, body)
+
+
+@router.delete("/v1/models/{model_uid}/replicas/{replica_id}")
+async def remove_replica(model_uid: str, replica_id: int, request: Request) -> dict[str, Any]:
+    return await _service(request).remove_replica(model_uid, replica_id)
 
 
 @router.delete("/v1/models/{model_uid}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
 from xinference.api.route_cache import RouteTable
 
 __all__ = ["ModelsService"]
@@ -44,6 +44,18 @@ class ModelsService:
     async def events(self, model_uid: str) -> dict[str, Any]:
         """What happened to the model: launch, replicas lost, died, restarted, adopted (oldest first)."""
         return {"model_uid": model_uid, "events": await self._supervisor.model_events(model_uid)}
+
+    async def add_replicas(self, model_uid: str, body: AddReplicasRequest) -> dict[str, Any]:
+        result: dict[str, Any] = await self._supervisor.add_replicas(
+            model_uid, body.replica, body.n_gpu, body.worker_ip()
+        )
+        self._routes.invalidate()
+        return result
+
+    async def remove_replica(self, model_uid: str, replica_id: int) -> dict[str, Any]:
+        remaining = await self._supervisor.remove_replica(model_uid, replica_id)
+        self._routes.invalidate()
+        return {"model_uid": model_uid, "remaining_replicas": remaining}
 
     async def terminate(self, model_uid: str) -> None:
         await self._supervisor.terminate_model(model_uid)

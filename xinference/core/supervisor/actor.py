@@ -97,6 +97,9 @@ class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
                                  engine_kwargs=dict(plan.engine_config))
             self._models[plan.model_uid] = record
         record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]  # its new address wins
+        suffix = plan.replica_uid.rsplit("-", 1)[-1]
+        if suffix.isdigit():
+            record.next_index = max(record.next_index, int(suffix) + 1)
         record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
                                        tuple(plan.gpu_indices)))
         record.replica = max(record.replica, len(record.replicas))
@@ -313,6 +316,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
             **record.sources,
         )
         record.pending = (worker.address, plan.replica_uid)
+        record.next_index = max(record.next_index, index + 1)
         try:
             facts = await worker.ref.launch_replica(plan.to_dict())
         finally:
@@ -324,6 +328,49 @@ class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
         if record.cancelled:
             raise LaunchFailed(f"the launch of {record.model_uid!r} was cancelled")
         record.engine_config = facts.get("engine_config", {})
+
+    # -- scaling -----------------------------------------------------------------------------------------------
+    async def add_replicas(self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto",
+                           worker_ip: str | None = None) -> dict[str, Any]:
+        """Start ``count`` more replicas of a running model, placed like a launch (fewest replicas first)."""
+        record = self._get(model_uid)
+        if record.status == "launching":
+            raise InvalidRequest(f"model {model_uid!r} is still launching", param="model_uid")
+        if count < 1:
+            raise InvalidRequest("replica must be at least 1", param="replica")
+        placements = self._place(count, LaunchRequest(model_name=record.choice.family.model_name, n_gpu=n_gpu,
+                                                      worker_ip=worker_ip))
+        for placement in placements:
+            self._check_engine_fits(record.model_engine, record.choice, placement)
+        started = []
+        for placement in placements:
+            await self._start_replica(record, record.next_index, placement)
+            record.replica += 1
+            started.append(record.replicas[-1].info())
+            self._changed()
+        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
+        return {"model_uid": model_uid, "replica": record.replica, "replicas": started}
+
+    async def remove_replica(self, model_uid: str, replica_id: int) -> int:
+        """Stop one replica (``<uid>-<replica_id>``); returns how many remain. The last one cannot go this way."""
+        record = self._get(model_uid)
+        replica_uid = f"{model_uid}-{replica_id}"
+        target = next((r for r in record.replicas if r.replica_uid == replica_uid), None)
+        if target is None:
+            known = ", ".join(r.replica_uid.rsplit("-", 1)[1] for r in record.replicas)
+            raise ModelNotFound(f"model {model_uid!r} has no replica {replica_id}; its replicas are: {known}",
+                                param="replica_id")
+        if len(record.replicas) == 1:
+            raise InvalidRequest(f"{replica_uid} is the last replica; terminate the model instead", param="replica_id")
+        record.replicas.remove(target)
+        record.replica -= 1
+        self._changed()
+        worker = self._workers.get(target.worker_address)
+        if worker is not None:
+            with contextlib.suppress(XinferenceError):
+                await worker.ref.terminate_replica(replica_uid)
+        record.event("replica_removed", f"{replica_uid} on {target.worker_address}")
+        return len(record.replicas)
 
     async def launch_progress(self, model_uid: str) -> float:
         """0.0-1.0 for a model being launched (replicas done plus the current one's download), 1.0 once ready."""

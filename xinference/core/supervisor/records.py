@@ -90,6 +90,8 @@ class ModelRecord:
     #: (worker address, replica uid) of the replica being started right now; set while launching.
     pending: tuple[str, str] | None = None
     cancelled: bool = False
+    #: index of the next replica started (replica uids are ``<uid>-<index>`` and never reused)
+    next_index: int = 0
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
 
     def event(self, kind: str, message: str) -> None:
