@@ -60,3 +60,23 @@ def test_sse_frames() -> None:
 def test_scrub_paths_keeps_only_file_names() -> None:
     text = "loading model '/root/.venv/lib/python3.11/site-packages/pkg/model.gguf' from /tmp/x/"
     assert scrub_paths(text) == "loading model '.../model.gguf' from .../x"
+
+
+def test_placement_fields_that_are_refused_name_themselves() -> None:
+    from xinference.api.protocol.models import AddReplicasRequest
+    from xinference.api.protocol.registrations import RegisterModelRequest
+    from xinference.errors import InvalidRequest
+
+    with pytest.raises(UnsupportedOption, match="n_worker") as caught:
+        LaunchModelRequest.model_validate({**OFFICIAL_CLIENT_PAYLOAD, "n_worker": 2}).to_launch()
+    assert caught.value.param == "n_worker"
+    with pytest.raises(UnsupportedOption) as caught:
+        AddReplicasRequest(model_engine="vLLM").worker_ip()
+    assert caught.value.param == "model_engine"
+    with pytest.raises(UnsupportedOption) as caught:
+        AddReplicasRequest(replica_config={"devices": [{"worker_ip": "a"}, {"worker_ip": "b"}]}).worker_ip()
+    assert caught.value.param == "replica_config"
+    assert AddReplicasRequest(replica_config={"devices": [{"worker_ip": "h:1"}]}).worker_ip() == "h:1"
+    with pytest.raises(InvalidRequest) as caught:
+        RegisterModelRequest(model="{}", worker_ip="10.0.0.1").family()
+    assert caught.value.param == "worker_ip"

@@ -73,8 +73,12 @@ async def wait_for_signal() -> int:
     """Block until SIGINT or SIGTERM; returns the signal number."""
     loop = asyncio.get_running_loop()
     received: asyncio.Future[int] = loop.create_future()
+    def on_signal(sig: int) -> None:
+        if not received.done():
+            received.set_result(sig)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda s=sig: received.done() or received.set_result(s))
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         return await received
     finally:

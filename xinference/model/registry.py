@@ -6,6 +6,7 @@ asked for (format, size, quantization). Errors name what is available, so a typo
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import json
 import logging
@@ -120,7 +121,7 @@ class ModelRegistry:
         model_format: str | None = None,
         model_size_in_billions: int | str | float | None = None,
         quantization: str | None = None,
-    ) -> list[SpecChoice]:
+    ) -> builtins.list[SpecChoice]:
         """Every (spec, quantization) of ``family`` that fits the filters, in catalog order.
 
         Raises InvalidRequest naming what the family offers when nothing fits.

@@ -91,7 +91,7 @@ class LaunchModelRequest(OpenAIRequest):
                 raise UnsupportedOption(f"{field} is set but {why}; leave it null", param=field)
             extra.pop(field, None)
         if self.n_worker not in (None, 1):
-            raise UnsupportedOption("n_worker > 1 (one model across several workers) is not supported", "n_worker")
+            raise UnsupportedOption("n_worker > 1 (one model across workers) is not supported", param="n_worker")
         for key in extra:
             if not key.isidentifier():
                 raise InvalidRequest(f"invalid launch option name {key[:60]!r}", param=key)
@@ -127,13 +127,13 @@ class AddReplicasRequest(BaseModel):
     def worker_ip(self) -> str | None:
         """The worker named by a one-device ``replica_config``, if any; other placement fields are refused."""
         if self.model_engine is not None:
-            raise UnsupportedOption("a replica runs the model's engine; model_engine cannot differ", "model_engine")
+            raise UnsupportedOption("new replicas run the model's own engine", param="model_engine")
         config = self.replica_config
         if config is None:
             return None
         configs = config if isinstance(config, list) else [config]
         devices = [d for c in configs for d in c.get("devices", [])]
         if len(devices) != 1 or set(devices[0]) - {"worker_ip"}:
-            raise UnsupportedOption("replica_config may only name one device's worker_ip for now", "replica_config")
+            raise UnsupportedOption("replica_config may only name one worker_ip", param="replica_config")
         worker: str | None = devices[0].get("worker_ip")
         return worker

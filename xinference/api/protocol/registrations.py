@@ -33,7 +33,7 @@ class RegisterModelRequest(BaseModel):
 
     def family(self) -> dict[str, Any]:
         if self.worker_ip:
-            raise InvalidRequest("registering on one worker only is not supported; leave worker_ip null", "worker_ip")
+            raise InvalidRequest("registering on one worker only is not supported", param="worker_ip")
         if isinstance(self.model, dict):
             return self.model
         try:
