@@ -9,23 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from xinference.engines.base import Engine, Verdict
-from xinference.engines.libcheck import check_library
+from xinference.engines.pending import PendingRunnerEngine, cuda_linux_verdict
 from xinference.engines.sglang.config import SGLangConfig
-from xinference.engines.vllm.engine import cuda_linux_verdict
-from xinference.errors import LaunchFailed
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
-    from xinference.model.spec import ModelFamily, ModelSpec
+    from xinference.engines.base import Verdict
 
 __all__ = ["SGLangEngine"]
 
-_INSTALL_HINT = 'pip install "sglang[all]"'
-_MIN_VERSION = "0.4.0"
 
-
-class SGLangEngine(Engine):
+class SGLangEngine(PendingRunnerEngine):
     """LLMs on NVIDIA GPUs through SGLang (managed subprocess)."""
 
     name: ClassVar[str] = "SGLang"
@@ -33,26 +27,10 @@ class SGLangEngine(Engine):
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
     config_class = SGLangConfig
+    module, distribution, min_version = "sglang", "sglang", "0.4.0"
+    install_hint = 'pip install "sglang[all]"'
+    runner = "managed-process runner (SGLang's OpenAI server)"
 
     @classmethod
-    def check_lib(cls) -> Verdict:
-        return check_library(cls.name, "sglang", "sglang", _MIN_VERSION, _INSTALL_HINT)
-
-    @classmethod
-    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
-        where = cuda_linux_verdict(cls.name, hardware)
-        if not where:
-            return where
-        return super().match(family, spec, hardware)
-
-    async def load(self) -> None:
-        for verdict in (self.match(self.family, self.spec, self.hardware), self.check_lib()):
-            if not verdict:
-                raise LaunchFailed(f"{self.name} cannot start on this worker: {verdict.reason}")
-        raise LaunchFailed(
-            f"{self.name} fits this worker, but the managed-process runner that starts SGLang's OpenAI server is "
-            "not built yet; launch with another engine for now"
-        )
-
-    async def unload(self) -> None:
-        return None
+    def platform_verdict(cls, hardware: HardwareInfo) -> Verdict:
+        return cuda_linux_verdict(cls.name, hardware)
