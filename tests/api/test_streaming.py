@@ -37,7 +37,7 @@ def test_disconnect_frees_all_slots(endpoint: str, model_uid: str) -> None:
                           json={"model": model_uid, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
     elapsed = time.monotonic() - started
     assert response.status_code == 200
-    assert elapsed < 10, f"a fresh request waited {elapsed:.1f}s: the abandoned streams still hold the slots"
+    assert elapsed < 25, f"a fresh request waited {elapsed:.1f}s: the abandoned streams still hold the slots"
 
 
 def test_concurrent_streams_are_complete_and_independent(endpoint: str, model_uid: str) -> None:
