@@ -1,10 +1,10 @@
 """Dynamic batching of concurrent embedding / rerank requests into shared forward passes.
 
-Each request submits its list of inputs and awaits their results. A collector task takes every pending request,
-waits a short window (from the first pending request's arrival) for more to join, and runs the flattened inputs
-through the model in forward passes of at most ``max_batch_size`` inputs, on one worker thread so the event loop
-stays free. Requests that arrive while a pass is running join the next one without waiting for the window, so a
-busy model batches naturally and an idle one adds at most the window to a request's latency.
+Each request submits its list of inputs and awaits their results. A collector task takes every pending request
+and runs the flattened inputs through the model in forward passes of at most ``max_batch_size`` inputs, on one
+worker thread so the event loop stays free. While requests are concurrent it first waits a short window (counted
+from the oldest pending request's arrival) for more to join; requests that arrive while a pass runs join the next
+one without waiting, so a busy model batches naturally, and a lone client never waits for company.
 
 A request's inputs stay together in one round; a request larger than ``max_batch_size`` is split over several
 passes of the same round. ``stats`` counts the forward passes, so tests can observe batching without timing.
@@ -78,6 +78,7 @@ class Batcher(Generic[In, Out]):
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._closed = False
+        self._concurrent = True  # until a round shows otherwise, give the first requests the window
         self.stats = BatchStats()
 
     def snapshot(self) -> dict[str, int]:
@@ -132,8 +133,14 @@ class Batcher(Generic[In, Out]):
                 self._wakeup.set()
 
     async def _collect(self) -> None:
-        """Wait until the window (counted from the oldest pending request) closes or a full batch is queued."""
+        """Wait until the window (counted from the oldest pending request) closes or a full batch is queued.
+
+        The window only opens while requests are concurrent (the previous round served several): a lone client
+        sending one request at a time never waits for company that is not coming.
+        """
         assert self._wakeup is not None
+        if not self._concurrent:
+            return
         deadline = self._pending[0].arrived + self.window_s
         while self._queued() < self.max_batch_size:
             remaining = deadline - time.monotonic()
@@ -192,6 +199,7 @@ class Batcher(Generic[In, Out]):
                 pending.future.set_result(results[offset : offset + size])
             offset += size
         self.stats.requests += len(round_)
+        self._concurrent = len(round_) > 1 or bool(self._pending)
 
     def _count(self, requests: int, inputs: int) -> None:
         stats = self.stats

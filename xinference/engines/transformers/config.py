@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xinference.engines.sentence_transformers.config import default_threads
+
 __all__ = ["DEFAULT_CPU_SEQS", "DEFAULT_GPU_SEQS", "ResolvedTransformersConfig", "TransformersConfig"]
 
 #: Sequences decoded together. On CPU a decode step's cost grows with the batch, so a few rows already give most
@@ -37,7 +39,7 @@ class TransformersConfig(BaseModel):
             max_num_seqs=self.max_num_seqs or (DEFAULT_GPU_SEQS if gpu else DEFAULT_CPU_SEQS),
             max_model_len=self.max_model_len or context_length or 4096,
             dtype=self.dtype or ("auto" if gpu else "float32"),
-            n_threads=self.n_threads or max(1, cpu_count),
+            n_threads=self.n_threads or default_threads(cpu_count),
             device=self.device or ("cuda" if gpu else "cpu"),
         )
 
