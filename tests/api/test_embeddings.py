@@ -112,3 +112,26 @@ def test_concurrent_clients_get_their_own_vectors(local_server: LocalServer, emb
     assert all(r.status_code == 200 for r in replies)
     for text, reply in zip(texts[:3], replies[:3], strict=True):
         assert np.allclose(reply.json()["data"][0]["embedding"], solo[text], atol=1e-4)
+
+
+def test_platform_client_embeddings_and_cli_launch_type(local_server: LocalServer, embedding_uid: str) -> None:
+    from click.testing import CliRunner
+
+    from xinference.client import Client, ClientError
+    from xinference.deploy.cli import main as cli
+
+    with Client(local_server.endpoint) as client:
+        result = client.embeddings(embedding_uid, ["a cat sits on the mat", "a kitten rests on a rug"])
+        assert [len(d["embedding"]) for d in result["data"]] == [384, 384]
+        with pytest.raises(ClientError) as caught:
+            client.embeddings("smollm2-instruct", "x")
+        assert caught.value.status_code == 400
+    listed = CliRunner().invoke(cli, ["list", "-e", local_server.endpoint])
+    assert embedding_uid in listed.output and "embedding" in listed.output
+    launched = CliRunner().invoke(cli, ["launch", "-e", local_server.endpoint, "-n", UID, "-t", "embedding",
+                                        "-u", "cli-embed"])
+    assert launched.exit_code == 0, launched.output
+    try:
+        assert "sentence_transformers" in launched.output
+    finally:
+        CliRunner().invoke(cli, ["terminate", "-e", local_server.endpoint, "-u", "cli-embed"])

@@ -107,3 +107,13 @@ def test_chat_on_rerank_model_is_400(local_server, rerank_uid) -> None:
     response = httpx.post(f"{local_server.api}/chat/completions", timeout=30, json={
         "model": rerank_uid, "messages": [{"role": "user", "content": "hi"}]})
     assert response.status_code == 400 and "rerank" in response.json()["error"]["message"]
+
+
+def test_tiny_local_cross_encoder_through_the_platform_client(local_server, rerank_uid, expected_scores) -> None:
+    from xinference.client import Client
+
+    with Client(local_server.endpoint) as client:
+        body = client.rerank(rerank_uid, QUERY, DOCS, top_n=2, return_documents=True)
+    best = sorted(range(len(DOCS)), key=lambda i: -expected_scores[i])[:2]
+    assert [r["index"] for r in body["results"]] == best
+    assert body["results"][0]["document"]["text"] == DOCS[best[0]]

@@ -305,6 +305,24 @@ class Client:
 
     # -- plumbing --------------------------------------------------------------------------------------------
 
+    def embeddings(self, model_uid: str, input: str | list[str] | list[int] | list[list[int]], **params: Any
+                   ) -> dict[str, Any]:
+        """``POST /v1/embeddings`` (OpenAI shape: ``data[i].embedding``, ``usage``)."""
+        result: dict[str, Any] = self._request(
+            "POST", "/v1/embeddings", json={"model": model_uid, "input": input, **params}
+        )
+        return result
+
+    def rerank(self, model_uid: str, query: str, documents: list[str], top_n: int | None = None,
+               return_documents: bool = False, **params: Any) -> dict[str, Any]:
+        """``POST /v1/rerank``: documents ordered by relevance to ``query`` (``results[i].relevance_score``)."""
+        body = {"model": model_uid, "query": query, "documents": documents, "return_documents": return_documents,
+                **params}
+        if top_n is not None:
+            body["top_n"] = top_n
+        result: dict[str, Any] = self._request("POST", "/v1/rerank", json=body)
+        return result
+
     def _generate(
         self, path: str, payload: dict[str, Any], stream: bool
     ) -> dict[str, Any] | Iterator[dict[str, Any]]:
