@@ -114,3 +114,26 @@ def test_matcher_picks_llama_cpp_for_gguf_and_explains_pytorch() -> None:
     assert chosen.engine == "llama.cpp" and chosen.accepted[0].spec.model_format == "ggufv2"
     with pytest.raises(EngineRejected, match="only runs ggufv2"):
         choose_engine("llama.cpp", registry.choices(family, model_format="pytorch"), hardware)
+
+
+def test_chunk_stream_gathers_until_not_before_but_wakes_on_finish() -> None:
+    import time
+
+    async def scenario() -> tuple[list, float, list, bool, float]:
+        loop = asyncio.get_running_loop()
+        stream = ChunkStream()
+        for i in range(5):  # one chunk every 10 ms, from another thread
+            loop.call_later(0.01 * (i + 1), lambda i=i: threading.Thread(target=stream.push, args=({"i": i},)).start())
+        started = time.monotonic()
+        gathered, _ = await stream.next_batch(not_before=started + 0.2)
+        waited = time.monotonic() - started
+        ending = ChunkStream()
+        loop.call_later(0.02, lambda: threading.Thread(target=lambda: (ending.push({"last": 1}), ending.finish()))
+                        .start())
+        started = time.monotonic()
+        last, done = await ending.next_batch(not_before=started + 5.0)  # would hold 5 s, but the stream ends first
+        return gathered, waited, last, done, time.monotonic() - started
+
+    gathered, waited, last, done, ended_in = asyncio.run(scenario())
+    assert [c["i"] for c in gathered] == [0, 1, 2, 3, 4] and 0.15 < waited < 1.0
+    assert last == [{"last": 1}] and done and ended_in < 1.0

@@ -20,6 +20,7 @@ from typing import Any
 
 import xoscar as xo
 
+from xinference import settings
 from xinference.engines.base import ChunkStream, Engine
 from xinference.errors import LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
 
@@ -58,6 +59,8 @@ class LaunchPlan:
 class _OpenStream:
     stream: ChunkStream
     last_pull: float
+    #: when the previous batch was handed out: the next one gathers chunks until ``stream_interval()`` later
+    last_delivery: float = 0.0
 
 
 def redirect_output_to(path: str) -> None:
@@ -92,6 +95,7 @@ class ModelActor(xo.StatelessActor):
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._orphan_check: asyncio.Task[None] | None = None
+        self._stream_interval = settings.stream_interval()
         self._load_progress = 0.0
         self._load_cancel = threading.Event()
 
@@ -203,7 +207,8 @@ class ModelActor(xo.StatelessActor):
         batch, done = await stream.next_batch()
         stream_id = f"s{next(self._ids)}"
         if not done:
-            self._streams[stream_id] = _OpenStream(stream, time.monotonic())
+            now = time.monotonic()
+            self._streams[stream_id] = _OpenStream(stream, now, now)
         return stream_id, batch, done
 
     async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]:
@@ -213,7 +218,8 @@ class ModelActor(xo.StatelessActor):
             return [], True
         entry.last_pull = time.monotonic()
         try:
-            batch, done = await entry.stream.next_batch()
+            batch, done = await entry.stream.next_batch(not_before=entry.last_delivery + self._stream_interval)
+            entry.last_delivery = time.monotonic()
         except XinferenceError:
             self._streams.pop(stream_id, None)
             raise

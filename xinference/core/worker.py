@@ -179,7 +179,9 @@ class WorkerActor(xo.StatelessActor):
         """Create the subprocess and load the model in it; on failure, clean up and raise with the log tail."""
         replica.log_path.write_text("")
         env = {**self._subprocess_env(replica.plan), LOG_ENV: str(replica.log_path)}
-        address = await self._pool.append_sub_pool(label=f"model:{replica.replica_uid}", env=env)
+        address = await self._pool.append_sub_pool(
+            label=f"model:{replica.replica_uid}", env=env, modules=["xinference.core.xoscar_setup"]
+        )
         replica.address = address
         try:
             ref = await xo.create_actor(ModelActor, replica.plan, address=address, uid=ModelActor.default_uid())

@@ -51,6 +51,8 @@ async def create_pool(host: str, port: int = 0) -> Any:
     xoscar's own recovery of dead subprocesses is off: it would recreate a model actor without loading the model.
     The worker restarts dead replicas itself (see ``WorkerActor._recover``).
     """
+    import xinference.core.xoscar_setup  # noqa: F401 - before the pool reloads xoscar's lazy handlers
+
     return await xo.create_actor_pool(f"{host}:{port}", n_process=0, auto_recover=False)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -73,6 +74,7 @@ class ChunkStream:
         self._waiter: asyncio.Future[None] | None = None
         self._finished = False
         self._error: BaseException | None = None
+        self._ended: asyncio.Future[None] = self._loop.create_future()
         self.cancelled = False
 
     def push(self, item: dict[str, Any]) -> None:
@@ -98,6 +100,7 @@ class ChunkStream:
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
             self._loop.call_soon_threadsafe(_wake, waiter)
+        self._loop.call_soon_threadsafe(_wake, self._ended)
 
     def cancel(self) -> None:
         """Ask the producer to stop (it checks ``cancelled`` before each token) and end the stream."""
@@ -108,11 +111,16 @@ class ChunkStream:
     def finished(self) -> bool:
         return self._finished
 
-    async def next_batch(self) -> tuple[list[dict[str, Any]], bool]:
+    async def next_batch(self, not_before: float = 0.0) -> tuple[list[dict[str, Any]], bool]:
         """Wait for at least one chunk or the end; return ``(chunks, done)``.
 
-        When the producer failed, the buffered chunks come first and the error is raised by the following call.
+        ``not_before`` (a ``time.monotonic()`` instant) lets chunks gather until then, unless the stream ends first:
+        the consumer then pays one message per interval instead of one per token. When the producer failed, the
+        buffered chunks come first and the error is raised by the following call.
         """
+        delay = not_before - time.monotonic()
+        if delay > 0 and not self._finished:
+            await asyncio.wait([self._ended], timeout=delay)
         while True:
             with self._lock:
                 if self._items:
