@@ -8,9 +8,6 @@ registers the folder as a custom pytorch model on the shared server and chats wi
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import httpx
@@ -19,40 +16,15 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
+from benchmark._weights import converted_smollm2  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
 from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.transformers.engine import TransformersEngine  # noqa: E402
 from xinference.errors import ContextLengthExceeded, UnsupportedOption  # noqa: E402
-from xinference.model.download import resolve_model_path  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
-CACHE = Path(os.path.expanduser("~/.cache/xinference-test/smollm2-135m-pytorch"))
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]
-
-
-def converted_smollm2() -> Path:
-    """The bundled GGUF as a pytorch (safetensors) folder, converted on first use (~40 s) and cached."""
-    if (CACHE / "model.safetensors").exists():
-        return CACHE
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = Path(resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1"))
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The weights are dequantized to float32 on load; drop the GGUF marker so they save as plain safetensors.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=CACHE.parent))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        staging.rename(CACHE)
-    except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
-    return CACHE
 
 
 @pytest.fixture(scope="module")
