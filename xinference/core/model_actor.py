@@ -74,6 +74,15 @@ def redirect_output_to(path: str) -> None:
     )
 
 
+def _carries_text(batch: list[dict[str, Any]]) -> bool:
+    """Whether a batch holds generated text (not only the opening role chunk)."""
+    for chunk in batch:
+        for choice in chunk.get("choices") or ():
+            if choice.get("text") or (choice.get("delta") or {}).get("content"):
+                return True
+    return False
+
+
 async def _exit_when_orphaned(parent: int, interval: float = 1.0) -> None:
     """A model process outlives its worker only by accident (the worker was killed): then it exits, within about
     ``interval`` seconds, instead of holding memory and a GPU nobody can reach."""
@@ -208,7 +217,7 @@ class ModelActor(xo.StatelessActor):
         stream_id = f"s{next(self._ids)}"
         if not done:
             now = time.monotonic()
-            self._streams[stream_id] = _OpenStream(stream, now, now)
+            self._streams[stream_id] = _OpenStream(stream, now, now if _carries_text(batch) else 0.0)
         return stream_id, batch, done
 
     async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]:
@@ -219,7 +228,8 @@ class ModelActor(xo.StatelessActor):
         entry.last_pull = time.monotonic()
         try:
             batch, done = await entry.stream.next_batch(not_before=entry.last_delivery + self._stream_interval)
-            entry.last_delivery = time.monotonic()
+            if _carries_text(batch):  # until the first token has gone out, nothing is held back
+                entry.last_delivery = time.monotonic()
         except XinferenceError:
             self._streams.pop(stream_id, None)
             raise
