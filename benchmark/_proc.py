@@ -373,6 +373,15 @@ def cpu_seconds(processes: Sequence[psutil.Process]) -> float:
     return total
 
 
+def thread_cpu_seconds(proc: psutil.Process, thread_id: int) -> float:
+    """CPU seconds of one thread of ``proc`` (0 when it or the process is gone)."""
+    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+        for thread in proc.threads():
+            if thread.id == thread_id:
+                return thread.user_time + thread.system_time
+    return 0.0
+
+
 def py_spy() -> str | None:
     """The ``py-spy`` executable, when installed (``pip install py-spy``); ``PY_SPY`` overrides the lookup."""
     return os.environ.get("PY_SPY") or shutil.which("py-spy") or _venv_tool("py-spy")
@@ -401,21 +410,81 @@ def foreign_share(busy_seconds: float, own_seconds: float, wall_seconds: float, 
 
 
 class LoadWatch:
-    """Measures how much of the machine other processes took while ours ran (see :func:`foreign_share`)."""
+    """Measures how much of the machine other processes took while ours ran (see :func:`foreign_share`).
+
+    After :meth:`stop`, ``top_foreign`` names the other processes that used the most CPU in the window.
+    """
 
     def __init__(self, own: Callable[[], Sequence[psutil.Process]]) -> None:
         self._own = own
         self._busy = self._cpu = self._wall = 0.0
+        self._before: dict[int, tuple[str, float]] = {}
+        self.top_foreign: list[tuple[str, float]] = []
 
     def start(self) -> None:
+        self._before = _all_cpu()
         self._busy, self._cpu, self._wall = busy_cpu_seconds(), self._own_cpu(), time.perf_counter()
 
     def stop(self) -> float:
         wall = time.perf_counter() - self._wall
-        return foreign_share(busy_cpu_seconds() - self._busy, self._own_cpu() - self._cpu, wall, psutil.cpu_count())
+        busy, own = busy_cpu_seconds() - self._busy, self._own_cpu() - self._cpu
+        own_pids = {proc.pid for proc in self._own()} | {os.getpid()}
+        spent = [
+            (name, cpu - self._before.get(pid, ("", 0.0))[1])
+            for pid, (name, cpu) in _all_cpu().items()
+            if pid not in own_pids
+        ]
+        self.top_foreign = sorted((item for item in spent if item[1] > 0.05), key=lambda item: -item[1])[:3]
+        return foreign_share(busy, own, wall, psutil.cpu_count())
 
     def _own_cpu(self) -> float:
         return cpu_seconds([psutil.Process(), *self._own()])
+
+
+def _all_cpu() -> dict[int, tuple[str, float]]:
+    """pid → (short command line, CPU seconds) of every process that can be read."""
+    found: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter(["cmdline", "name", "cpu_times"]):
+        times = proc.info["cpu_times"]
+        if times is None:
+            continue
+        label = " ".join(proc.info["cmdline"] or [proc.info["name"] or "?"])[:80]
+        found[proc.pid] = (label, times.user + times.system)
+    return found
+
+
+class Patience:
+    """A budget of extra seconds a benchmark may spend on other people's load: quiet waits and re-measurements.
+
+    On a dedicated machine none of it is used; on a shared one it bounds how much longer the run gets.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left <= 0
+
+    def spend(self, seconds: float) -> None:
+        self.left -= seconds
+
+    def wait_for_quiet(self, at_most: float) -> float:
+        """:func:`wait_for_quiet` for at most ``at_most`` seconds of what is left; returns the seconds waited."""
+        if self.left <= 0:
+            return 0.0
+        waited = wait_for_quiet(min(at_most, self.left))
+        self.left -= waited
+        return waited
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM raise ``SystemExit`` so ``finally`` blocks run and every server started is stopped."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
 
 
 def wait_for_quiet(max_wait: float, threshold: float = 0.1, quiet_seconds: int = 2) -> float:

@@ -28,7 +28,7 @@ from benchmark._weights import converted_smollm2
 from benchmark.bench_serving import build_prompts, run_benchmark
 from benchmark.stats import summarize
 
-__all__ = ["embedding_rates", "main", "transformers_rates"]
+__all__ = ["embedding_rates", "main", "run_batching", "transformers_rates"]
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 SENTENCES = [f"Sentence number {i} talks about a {w} near the river." for i, w in
@@ -85,16 +85,21 @@ def transformers_rates(api: str, max_tokens: int = 32, levels: tuple[int, ...] =
     return results
 
 
+def run_batching() -> dict[str, Any]:
+    """Both measurements on a fresh ``xinference-local``."""
+    with tempfile.TemporaryDirectory() as home:
+        platform = start_platform(Path(home))
+        try:
+            return {"embeddings": embedding_rates(platform.api), "transformers": transformers_rates(platform.api)}
+        finally:
+            platform.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        platform = start_platform(Path(home))
-        try:
-            report = {"embeddings": embedding_rates(platform.api), "transformers": transformers_rates(platform.api)}
-        finally:
-            platform.stop()
+    report = run_batching()
     emb, tf = report["embeddings"], report["transformers"]
     print(f"embeddings req/s: c=1 {emb['c1_req_s']:.1f}, c=16 {emb['c16_req_s']:.1f} ({emb['ratio']:.2f}x)")
     print(f"Transformers tok/s: c=1 {tf['c1_tok_s']:.1f}, c=4 {tf['c4_tok_s']:.1f}, c=8 {tf['c8_tok_s']:.1f} "

@@ -56,6 +56,7 @@ class ControlPlaneConfig:
     n_ctx: int = 8192
     settle_seconds: float = 1.0  # after ready, before idle memory is read
     quiet_wait: float = 20.0  # seconds to wait for other load to pass before each timed start
+    patience: float = 120.0  # seconds, in all, that waiting for other load to pass may take
 
 
 # -- pure parts --------------------------------------------------------------------------------------------------
@@ -160,13 +161,15 @@ def tiny_completions(raw_api: str, our_api: str, model_uid: str, calls: int) -> 
     return {"raw_ms": raw, "ours_ms": ours, "added_p50_ms": added}
 
 
-def measure_ready(config: ControlPlaneConfig, workdir: Path, log: Any) -> tuple[dict[str, Any], _proc.Platform]:
+def measure_ready(
+    config: ControlPlaneConfig, workdir: Path, patience: _proc.Patience, log: Any
+) -> tuple[dict[str, Any], _proc.Platform]:
     """Fresh starts of ``xinference-local``; all but the last are stopped, the last is returned running."""
     ready, internal, foreign = [], [], []
     started: list[_proc.Platform] = []  # the CPU of the server being started counts as ours, not foreign
     watch = _proc.LoadWatch(lambda: [proc for server in started[-1:] for proc in server.tree()])
     for run in range(config.ready_runs):
-        _proc.wait_for_quiet(config.quiet_wait)
+        patience.wait_for_quiet(config.quiet_wait)
         watch.start()
         platform = _proc.start_platform(workdir / f"home-{run}")
         started.append(platform)
@@ -185,7 +188,12 @@ def measure_ready(config: ControlPlaneConfig, workdir: Path, log: Any) -> tuple[
 
 
 def measure_launches(
-    config: ControlPlaneConfig, platform: _proc.Platform, workdir: Path, later: Callable[[Any], Any], log: Any
+    config: ControlPlaneConfig,
+    platform: _proc.Platform,
+    workdir: Path,
+    later: Callable[[Any], Any],
+    patience: _proc.Patience,
+    log: Any,
 ) -> tuple[dict[str, Any], _proc.RawServer]:
     """Platform launches vs bare engine loads in fresh processes, alternating; the last of each stays running.
 
@@ -206,7 +214,7 @@ def measure_launches(
     raw_ready: list[float] = []
     for run in range(config.launch_runs):
         last = run == config.launch_runs - 1
-        _proc.wait_for_quiet(config.quiet_wait)
+        patience.wait_for_quiet(config.quiet_wait)
         raw = _proc.start_raw_server(settings, workdir / f"raw-{run}.log")
         load.append(raw.load_seconds)
         raw_ready.append(raw.ready_seconds)
@@ -214,7 +222,7 @@ def measure_launches(
             later(raw)
         else:
             raw.stop()
-        _proc.wait_for_quiet(config.quiet_wait)
+        patience.wait_for_quiet(config.quiet_wait)
         launch.append(_proc.launch_model(platform.api, MODEL_UID, options))
         logged.append(_logged(_LOADED_LOG, model_log))
         log(
@@ -259,14 +267,15 @@ def run_control_plane(config: ControlPlaneConfig, workdir: Path | None = None, l
 
 def _run(config: ControlPlaneConfig, workdir: Path, log: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"config": asdict(config)}
+    patience = _proc.Patience(config.patience)
     with _proc.stopping_later() as later:
-        ready, platform = measure_ready(config, workdir, log)
+        ready, platform = measure_ready(config, workdir, patience, log)
         later(platform)
         result.update(ready)
         time.sleep(config.settle_seconds)
         result["idle"] = memory(platform.tree())
         log(f"idle memory: {result['idle']['rss_mb']:.0f} MiB RSS, {result['idle']['uss_mb']:.0f} MiB USS")
-        launches, raw = measure_launches(config, platform, workdir, later, log)
+        launches, raw = measure_launches(config, platform, workdir, later, patience, log)
         result.update(launches)
         result.update(measure_latencies(config, platform))
         log(
@@ -288,6 +297,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--n-parallel", type=int, default=defaults.n_parallel)
     parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
     parser.add_argument("--quiet-wait", type=float, default=defaults.quiet_wait)
+    parser.add_argument("--patience", type=float, default=defaults.patience)
     parser.add_argument("--json-out", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -301,6 +311,7 @@ def config_from_args(args: argparse.Namespace) -> ControlPlaneConfig:
         n_parallel=args.n_parallel,
         n_ctx=args.n_ctx,
         quiet_wait=args.quiet_wait,
+        patience=args.patience,
     )
 
 
@@ -308,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.ready_runs < 1 or args.launch_runs < 1:
         raise SystemExit("--ready-runs and --launch-runs must be >= 1")
+    _proc.exit_on_sigterm()
     result = run_control_plane(config_from_args(args))
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2, allow_nan=False))

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from benchmark import _proc, _raw_server
+from benchmark import _proc, _raw_server, compare_engine
 from benchmark.bench_control_plane import last_logged_seconds, latency_ms, median_or_none
 from benchmark.compare_engine import (
     RunRecord,
     Step,
     ab_schedule,
+    chunks_per_delivery,
     compare_summaries,
     cpu_ms_per_token,
     format_comparison,
@@ -78,6 +79,62 @@ def test_pairs_group_consecutive_steps_of_a_round_and_level() -> None:
     assert [(pair[0].round, pair[0].concurrency) for pair in grouped] == [(0, 1), (0, 8), (1, 1), (1, 8)]
 
 
+def test_patience_is_a_budget_of_extra_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(_proc, "wait_for_quiet", lambda at_most: waits.append(at_most) or at_most / 2)
+    patience = _proc.Patience(10.0)
+    assert patience.wait_for_quiet(30.0) == 5.0 and waits == [10.0]  # never waits past the budget
+    patience.spend(4.0)
+    assert not patience.exhausted and patience.left == pytest.approx(1.0)
+    patience.spend(1.5)
+    assert patience.exhausted and patience.wait_for_quiet(30.0) == 0.0 and len(waits) == 1
+
+
+SIDE_TARGETS: dict[str, Any] = {"raw": None, "ours": None}
+
+
+def _fake_measures(monkeypatch: pytest.MonkeyPatch, shares: list[tuple[float, float]]) -> list[int]:
+    """Make ``measure`` return records whose foreign shares come from ``shares``, one pair per attempt."""
+    flat = iter([share for pair in shares for share in pair])
+    calls: list[int] = []
+
+    def fake(target: Any, step: Step, config: Any, watch: Any = None) -> RunRecord:
+        calls.append(step.round)
+        return RunRecord(step, [request(0.05, 11, 1.05)], 1.0, {}, next(flat))
+
+    monkeypatch.setattr(compare_engine, "measure", fake)
+    monkeypatch.setattr(_proc, "wait_for_quiet", lambda at_most: 0.0)
+    return calls
+
+
+def test_a_disturbed_pair_is_measured_again_and_the_least_disturbed_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_measures(monkeypatch, [(0.3, 0.2), (0.5, 0.05), (0.15, 0.2)])
+    config = compare_engine.CompareConfig(noise_limit=0.1, max_attempts=3)
+    kept = compare_engine._measure_pair(
+        ab_schedule(1, [1]), SIDE_TARGETS, config, None, _proc.Patience(60), lambda _: None
+    )
+    assert len(calls) == 6
+    assert [r.foreign_share for r in kept] == [0.15, 0.2] and all(r.attempts == 3 for r in kept)
+
+
+def test_a_quiet_pair_is_measured_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_measures(monkeypatch, [(0.02, 0.01)])
+    config = compare_engine.CompareConfig(noise_limit=0.1)
+    kept = compare_engine._measure_pair(
+        ab_schedule(1, [8]), SIDE_TARGETS, config, None, _proc.Patience(60), lambda _: None
+    )
+    assert len(calls) == 2 and [r.attempts for r in kept] == [1, 1]
+
+
+def test_no_patience_left_means_no_second_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_measures(monkeypatch, [(0.5, 0.5)])
+    config = compare_engine.CompareConfig(noise_limit=0.1)
+    kept = compare_engine._measure_pair(
+        ab_schedule(1, [8]), SIDE_TARGETS, config, None, _proc.Patience(0), lambda _: None
+    )
+    assert len(calls) == 2 and kept[0].foreign_share == 0.5
+
+
 # -- ratios and summaries ------------------------------------------------------------------------------------------
 def summary(throughput: float | None, ttft50: float | None, ttft99: float, tpot50: float, e2e50: float) -> dict:
     return {
@@ -131,9 +188,9 @@ def test_cpu_per_token_is_per_group_over_all_tokens() -> None:
 def test_summarize_comparison_pools_rounds_and_keeps_per_round_ratios() -> None:
     records = [
         record("raw", 1, 0, 0.050, 1.05, 2.0, engine=2.0),
-        record("ours", 1, 0, 0.052, 1.06, 2.0 / 0.99, api=0.02, model=2.0),
+        record("ours", 1, 0, 0.052, 1.06, 2.0 / 0.99, api=0.02, model=2.0, model_loop=0.01),
         record("raw", 1, 1, 0.050, 1.05, 2.0, engine=2.0),
-        record("ours", 1, 1, 0.052, 1.06, 2.0 / 0.97, api=0.02, model=2.1),
+        record("ours", 1, 1, 0.052, 1.06, 2.0 / 0.97, api=0.02, model=2.1, model_loop=0.01),
     ]
     records[1].foreign_share = 0.07
     (level,) = summarize_comparison(records, [1, 8])  # no runs at c=8: left out
@@ -144,10 +201,22 @@ def test_summarize_comparison_pools_rounds_and_keeps_per_round_ratios() -> None:
     assert level["max_foreign_share"] == pytest.approx(0.07)
     extra = level["platform_cpu_ms_per_token"]
     assert extra["api"] == pytest.approx(40 / 44)
+    assert extra["model_loop"] == pytest.approx(20 / 44)
+    assert extra["total"] == pytest.approx(60 / 44)
     assert extra["model_minus_raw"] == pytest.approx(100 / 44)
-    assert extra["total_minus_raw"] == pytest.approx(140 / 44)
+    assert level["chunks_per_delivery"] == {"raw": 1.0, "ours": 1.0}
     table = format_comparison([level])
     assert "0.980" in table and "+2.00" in table
+
+
+def test_chunks_per_delivery_counts_chunks_that_arrive_together() -> None:
+    apart = RequestResult(ok=True, ttft=0.05, itl=[0.007, 0.007, 0.007])  # 4 chunks, 4 deliveries
+    batched = RequestResult(ok=True, ttft=0.05, itl=[0.0001, 0.02, 0.0001, 0.0001])  # 5 chunks, 2 deliveries
+    failed = RequestResult(ok=False, itl=[0.0001] * 9)
+    assert chunks_per_delivery([apart]) == 1.0
+    assert chunks_per_delivery([batched]) == 2.5
+    assert chunks_per_delivery([apart, batched, failed]) == pytest.approx(9 / 6)
+    assert chunks_per_delivery([failed]) is None
 
 
 # -- py-spy output -----------------------------------------------------------------------------------------------
@@ -237,7 +306,8 @@ def report(ratio: float = 0.99, added: float = 1.0, ready: float = 2.0, launch: 
         "compare": {"output_throughput_ratio": ratio, "ttft_p50_added_ms": added, "tpot_p50_ratio": 1.01},
         "rounds": [{"output_throughput_ratio": ratio}],
         "cpu_ms_per_token": {"raw": {"engine": 10.0}, "ours": {"api": 0.1, "model": 10.05}},
-        "platform_cpu_ms_per_token": {"api": 0.1, "model_minus_raw": 0.05, "total_minus_raw": 0.15},
+        "platform_cpu_ms_per_token": {"api": 0.1, "model_loop": 0.1, "total": 0.2, "model_minus_raw": 0.05},
+        "chunks_per_delivery": {"raw": 1.0, "ours": 1.0},
         "max_foreign_share": 0.02,
     }
     memory = {"rss_mb": 250.0, "uss_mb": 150.0, "processes": []}
