@@ -8,11 +8,10 @@ the supervisor is never on the per-request path. A replica is chosen by fewest o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
@@ -48,15 +47,6 @@ class Route:
         if not self.replicas:
             raise ModelUnavailable(f"model {self.model_uid!r} is {self.status}, not serving yet; retry shortly")
         return min(self.replicas, key=lambda r: r.outstanding)
-
-
-@contextlib.contextmanager
-def _tracking(replica: Replica) -> Any:
-    replica.outstanding += 1
-    try:
-        yield replica
-    finally:
-        replica.outstanding -= 1
 
 
 async def model_call(routes: RouteTable, uid: str, call: Awaitable[T]) -> T:
@@ -129,8 +119,22 @@ class RouteTable:
             except Exception:  # noqa: BLE001 - the supervisor may be restarting; retry next tick
                 logger.debug("route refresh failed", exc_info=True)
 
-    @contextlib.asynccontextmanager
-    async def use(self, route: Route) -> AsyncIterator[Replica]:
-        """Pick a replica and count the request against it while the block runs."""
-        with _tracking(route.pick()) as replica:
-            yield replica
+    async def call(self, route: Route, call: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
+        """Run ``call`` on the least-busy replica of ``route``, counting it as outstanding there meanwhile; when
+        that replica's process is unreachable, skip it and try the next one. Returns the result and the replica."""
+        failure: ReplicaUnreachable | None = None
+        for _ in range(max(1, len(route.replicas))):
+            replica = route.pick()
+            replica.outstanding += 1
+            try:
+                return await model_call(self, route.model_uid, call(replica)), replica
+            except ReplicaUnreachable as exc:
+                failure = exc
+                route.drop(replica)
+                self.mark_unreachable(replica.address)
+                if not route.replicas:
+                    break
+            finally:
+                replica.outstanding -= 1
+        assert failure is not None
+        raise failure

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from xinference.api.protocol.embeddings import EmbeddingRequest
-from xinference.api.route_cache import Route, RouteTable, model_call
+from xinference.api.route_cache import Route, RouteTable
 from xinference.errors import WrongModelType
 
 __all__ = ["EmbeddingService", "check_model_type"]
@@ -34,6 +34,5 @@ class EmbeddingService:
         route = await self._routes.get(body.model)
         check_model_type(route, "embedding", "embed", "embeddings")
         params = body.to_engine_params()
-        async with self._routes.use(route) as replica:
-            result: dict[str, Any] = await model_call(self._routes, route.model_uid, replica.ref.embed(params))
-        return result
+        result, _ = await self._routes.call(route, lambda replica: replica.ref.embed(params))
+        return result  # type: ignore[no-any-return]

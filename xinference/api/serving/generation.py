@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable, Literal, Union
+from typing import Any, AsyncIterator, Literal, Union
 
 from xinference.api.errors import error_frame
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.route_cache import Replica, Route, RouteTable, model_call
 from xinference.api.sse import DONE_FRAME, encode_frames
-from xinference.errors import EngineError, ReplicaUnreachable, WrongModelType, XinferenceError
+from xinference.errors import EngineError, WrongModelType, XinferenceError
 
 __all__ = ["GenerationService"]
 
@@ -41,28 +41,9 @@ class GenerationService:
         params = body.to_engine_params()
         if not body.stream:
             method = "chat" if kind == "chat" else "completions"
-            result, _ = await self._on_some_replica(route, lambda r: getattr(r.ref, method)(params))
+            result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
             return result  # type: ignore[no-any-return]
         return await self._open(route, kind, params)
-
-    async def _on_some_replica(self, route: Route, call: Callable[[Replica], Awaitable[Any]]) -> tuple[Any, Replica]:
-        """Run ``call`` on the least-busy replica; when that replica's process is unreachable, try the next one."""
-        failure: ReplicaUnreachable | None = None
-        for _ in range(max(1, len(route.replicas))):
-            replica = route.pick()
-            replica.outstanding += 1
-            try:
-                return await model_call(self._routes, route.model_uid, call(replica)), replica
-            except ReplicaUnreachable as exc:
-                failure = exc
-                route.drop(replica)
-                self._routes.mark_unreachable(replica.address)
-                if not route.replicas:
-                    break
-            finally:
-                replica.outstanding -= 1
-        assert failure is not None
-        raise failure
 
     @staticmethod
     def _check_ability(route: Route, kind: Kind) -> None:
@@ -76,7 +57,7 @@ class GenerationService:
             )
 
     async def _open(self, route: Route, kind: Kind, params: dict[str, Any]) -> AsyncIterator[bytes]:
-        opened, replica = await self._on_some_replica(route, lambda r: r.ref.open_stream(kind, params))
+        opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params))
         stream_id, batch, done = opened
         replica.outstanding += 1  # released by _relay when the stream ends
         return self._relay(route.model_uid, replica, stream_id, batch, done)

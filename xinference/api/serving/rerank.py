@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from xinference.api.protocol.rerank import RerankRequest
-from xinference.api.route_cache import RouteTable, model_call
+from xinference.api.route_cache import RouteTable
 from xinference.api.serving.embeddings import check_model_type
 
 __all__ = ["RerankService"]
@@ -21,6 +21,5 @@ class RerankService:
         route = await self._routes.get(body.model)
         check_model_type(route, "rerank", "rerank", "rerank requests")
         params = body.to_engine_params()
-        async with self._routes.use(route) as replica:
-            result: dict[str, Any] = await model_call(self._routes, route.model_uid, replica.ref.rerank(params))
-        return result
+        result, _ = await self._routes.call(route, lambda replica: replica.ref.rerank(params))
+        return result  # type: ignore[no-any-return]
