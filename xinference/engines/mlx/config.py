@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xinference.engines.cli_args import option_args
+
 __all__ = ["MLXConfig"]
 
 
@@ -25,15 +27,8 @@ class MLXConfig(BaseModel):
     def to_cli_args(self, *, model_path: str, host: str, port: int) -> list[str]:
         """The ``python -m mlx_lm.server`` command line (after the module name) for these options."""
         args = ["--model", model_path, "--host", host, "--port", str(port)]
-        for name in ("max_tokens", "draft_model", "num_draft_tokens", "chat_template"):
-            value = getattr(self, name)
-            if value is not None:
-                args += [_flag(name), str(value)]
-        for name in ("trust_remote_code", "use_default_chat_template"):
-            if getattr(self, name):
-                args.append(_flag(name))
-        return args
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+        return args + option_args(
+            self,
+            valued=("max_tokens", "draft_model", "num_draft_tokens", "chat_template"),
+            switches=("trust_remote_code", "use_default_chat_template"),
+        )

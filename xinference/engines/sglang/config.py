@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xinference.engines.cli_args import option_args
+
 __all__ = ["SGLangConfig"]
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
@@ -50,30 +52,10 @@ class SGLangConfig(BaseModel):
             "--port", str(port),
             "--tp-size", str(self.tp_size or max(1, gpu_count)),
         ]
-        valued = {
-            "dp_size": self.dp_size,
-            "mem_fraction_static": self.mem_fraction_static,
-            "context_length": self.context_length,
-            "max_running_requests": self.max_running_requests,
-            "max_total_tokens": self.max_total_tokens,
-            "chunked_prefill_size": self.chunked_prefill_size,
-            "quantization": self.quantization,
-            "random_seed": self.random_seed,
-            "reasoning_parser": self.reasoning_parser,
-            "tool_call_parser": self.tool_call_parser,
-        }
-        for name, value in valued.items():
-            if value is not None:
-                args += [_flag(name), f"{value:g}" if isinstance(value, float) else str(value)]
-        if self.dtype != "auto":
-            args += ["--dtype", self.dtype]
-        if self.kv_cache_dtype != "auto":
-            args += ["--kv-cache-dtype", self.kv_cache_dtype]
-        for name in ("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"):
-            if getattr(self, name):
-                args.append(_flag(name))
-        return args
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+        return args + option_args(
+            self,
+            valued=("dp_size", "mem_fraction_static", "context_length", "max_running_requests", "max_total_tokens",
+                    "chunked_prefill_size", "quantization", "random_seed", "reasoning_parser", "tool_call_parser"),
+            unless_auto=("dtype", "kv_cache_dtype"),
+            switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
+        )

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from xinference.engines.cli_args import option_args
+
 __all__ = ["VLLMConfig"]
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
@@ -53,33 +55,11 @@ class VLLMConfig(BaseModel):
             "--tensor-parallel-size", str(self.tensor_parallel_size or max(1, gpu_count)),
             "--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}",
         ]
-        valued = {
-            "pipeline_parallel_size": self.pipeline_parallel_size,
-            "max_model_len": self.max_model_len,
-            "max_num_seqs": self.max_num_seqs,
-            "max_num_batched_tokens": self.max_num_batched_tokens,
-            "quantization": self.quantization,
-            "swap_space": self.swap_space,
-            "seed": self.seed,
-            "reasoning_parser": self.reasoning_parser,
-            "tool_call_parser": self.tool_call_parser,
-        }
-        for name, value in valued.items():
-            if value is not None:
-                args += [_flag(name), f"{value:g}" if isinstance(value, float) else str(value)]
-        if self.dtype != "auto":
-            args += ["--dtype", self.dtype]
-        if self.kv_cache_dtype != "auto":
-            args += ["--kv-cache-dtype", self.kv_cache_dtype]
-        for name in ("enforce_eager", "trust_remote_code", "enable_auto_tool_choice"):
-            if getattr(self, name):
-                args.append(_flag(name))
-        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
-            value = getattr(self, name)
-            if value is not None:
-                args.append(_flag(name) if value else _flag(name).replace("--", "--no-", 1))
-        return args
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+        return args + option_args(
+            self,
+            valued=("pipeline_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "quantization",
+                    "swap_space", "seed", "reasoning_parser", "tool_call_parser"),
+            unless_auto=("dtype", "kv_cache_dtype"),
+            switches=("enforce_eager", "trust_remote_code", "enable_auto_tool_choice"),
+            toggles=("enable_prefix_caching", "enable_chunked_prefill"),
+        )
