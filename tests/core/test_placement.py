@@ -6,20 +6,14 @@ from collections import Counter
 
 import pytest
 
-from xinference.core.hardware import GpuInfo, HardwareInfo
+from tests.machines import linux
+from xinference.core.hardware import HardwareInfo
 from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
 from xinference.errors import InvalidRequest
 
-GIB = 1 << 30
-
 
 def hw(gpus: int = 0, ram_free: int = 16) -> HardwareInfo:
-    return HardwareInfo(
-        os="linux", arch="x86_64", cpu_count=8, ram_total_bytes=64 * GIB, ram_free_bytes=ram_free * GIB,
-        is_apple_silicon=False,
-        gpus=tuple(GpuInfo(index=i, name="H200", vendor="nvidia", memory_total_bytes=140 * GIB,
-                           memory_free_bytes=140 * GIB) for i in range(gpus)),
-    )
+    return linux(cores=8, ram_total=64, ram_free=ram_free, gpus=gpus, gpu_name="H200", vram=140, vram_free=140)
 
 
 def test_spreads_replicas_over_workers() -> None:

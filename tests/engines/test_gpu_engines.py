@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from xinference.core.hardware import GpuInfo, HardwareInfo
+from tests.machines import linux, mac
+from xinference.core.hardware import HardwareInfo
 from xinference.engines.base import Verdict
 from xinference.engines.libcheck import check_library, version_tuple
 from xinference.engines.mlx.config import MLXConfig
@@ -19,19 +20,10 @@ from xinference.engines.vllm.engine import VLLMEngine
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.registry import ModelRegistry
 
-GIB = 1024**3
-CPU = HardwareInfo(os="linux", arch="x86_64", cpu_count=2, ram_total_bytes=24 * GIB, ram_free_bytes=20 * GIB)
-CUDA = HardwareInfo(
-    os="linux",
-    arch="x86_64",
-    cpu_count=8,
-    ram_total_bytes=64 * GIB,
-    ram_free_bytes=60 * GIB,
-    gpus=(GpuInfo(index=0, name="A100", vendor="nvidia", memory_total_bytes=40 * GIB, memory_free_bytes=39 * GIB),),
-)
-MAC = HardwareInfo(os="darwin", arch="arm64", cpu_count=8, ram_total_bytes=16 * GIB, ram_free_bytes=10 * GIB,
-                   is_apple_silicon=True)
-INTEL_MAC = HardwareInfo(os="darwin", arch="x86_64", cpu_count=8, ram_total_bytes=16 * GIB, ram_free_bytes=10 * GIB)
+CPU = linux()
+CUDA = linux(cores=8, ram_total=64, ram_free=60, gpus=1, gpu_name="A100", vram=40, vram_free=39)
+MAC = mac(cores=8, ram_total=16, ram_free=10, unified_gpu=False)
+INTEL_MAC = mac(cores=8, ram_total=16, ram_free=10, apple_silicon=False)
 
 REGISTRY = ModelRegistry()
 QWEN3 = REGISTRY.get("qwen3")

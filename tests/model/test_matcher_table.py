@@ -4,31 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from xinference.core.hardware import GpuInfo, HardwareInfo
+from tests.machines import linux, mac
+from xinference.core.hardware import HardwareInfo
 from xinference.engines.registry import ENGINE_ORDER
 from xinference.model.matcher import choose_engine, engine_table
 from xinference.model.registry import ModelRegistry
 
-GIB = 1024**3
-
-CPU_LINUX = HardwareInfo(os="linux", arch="x86_64", cpu_count=2, ram_total_bytes=24 * GIB, ram_free_bytes=20 * GIB)
-CUDA_LINUX = HardwareInfo(
-    os="linux",
-    arch="x86_64",
-    cpu_count=16,
-    ram_total_bytes=128 * GIB,
-    ram_free_bytes=100 * GIB,
-    gpus=(GpuInfo(index=0, name="H100", vendor="nvidia", memory_total_bytes=80 * GIB, memory_free_bytes=79 * GIB),),
-)
-APPLE = HardwareInfo(
-    os="darwin",
-    arch="arm64",
-    cpu_count=10,
-    ram_total_bytes=32 * GIB,
-    ram_free_bytes=20 * GIB,
-    is_apple_silicon=True,
-    gpus=(GpuInfo(index=0, name="Apple M2", vendor="apple", memory_total_bytes=32 * GIB, memory_free_bytes=20 * GIB),),
-)
+CPU_LINUX = linux()
+CUDA_LINUX = linux(cores=16, ram_total=128, ram_free=100, gpus=1)
+APPLE = mac()
 
 
 @pytest.fixture(scope="module")

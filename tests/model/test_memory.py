@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from xinference.core.hardware import GpuInfo, HardwareInfo
+from tests.machines import linux
 from xinference.model.memory import (
     GIB,
     available_memory,
@@ -17,15 +17,8 @@ from xinference.model.memory import (
 )
 from xinference.model.registry import ModelRegistry
 
-CPU_24G = HardwareInfo(os="linux", arch="x86_64", cpu_count=2, ram_total_bytes=24 * GIB, ram_free_bytes=20 * GIB)
-GPU_80G = HardwareInfo(
-    os="linux",
-    arch="x86_64",
-    cpu_count=16,
-    ram_total_bytes=64 * GIB,
-    ram_free_bytes=60 * GIB,
-    gpus=(GpuInfo(index=0, name="H100", vendor="nvidia", memory_total_bytes=80 * GIB, memory_free_bytes=70 * GIB),),
-)
+CPU_24G = linux()
+GPU_80G = linux(cores=16, ram_total=64, ram_free=60, gpus=1, vram_free=70)
 
 
 @pytest.fixture(scope="module")

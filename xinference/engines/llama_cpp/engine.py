@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, ClassVar, Iterator
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.libcheck import check_library
 from xinference.engines.llama_cpp.config import LlamaCppConfig, ResolvedLlamaCppConfig
 from xinference.errors import (
     ContextLengthExceeded,
@@ -111,11 +112,7 @@ class LlamaCppEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        import importlib.util
-
-        if importlib.util.find_spec("xllamacpp") is None:
-            return Verdict.reject(f"llama.cpp needs the xllamacpp package, which is not installed ({_INSTALL_HINT})")
-        return Verdict.ok()
+        return check_library(cls.name, "xllamacpp", "xllamacpp", "0.2", _INSTALL_HINT)
 
     async def load(self) -> None:
         try:

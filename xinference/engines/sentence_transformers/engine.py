@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Iterator
 
 from xinference.engines.base import Engine, Verdict
+from xinference.engines.libcheck import check_library
 from xinference.engines.sentence_transformers.batcher import Batcher
 from xinference.engines.sentence_transformers.config import (
     ResolvedSentenceTransformersConfig,
@@ -63,13 +64,11 @@ class SentenceTransformersEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        import importlib.util
-
-        for module in ("torch", "sentence_transformers"):
-            if importlib.util.find_spec(module) is None:
-                return Verdict.reject(
-                    f"sentence_transformers needs the {module} package, which is not installed ({_INSTALL_HINT})"
-                )
+        for module, distribution, minimum in (("torch", "torch", None),
+                                              ("sentence_transformers", "sentence-transformers", "3")):
+            verdict = check_library(cls.name, module, distribution, minimum, _INSTALL_HINT)
+            if not verdict:
+                return verdict
         return Verdict.ok()
 
     # -- life cycle ----------------------------------------------------------------------------------------------

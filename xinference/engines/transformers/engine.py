@@ -18,6 +18,7 @@ import uuid
 from typing import Any, ClassVar, Iterator
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.libcheck import check_library
 from xinference.engines.transformers.batching import SamplingParams, Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
 from xinference.errors import (
@@ -147,12 +148,11 @@ class TransformersEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        import importlib.util
-
-        for module in ("torch", "transformers"):
-            if importlib.util.find_spec(module) is None:
-                return Verdict.reject(f"Transformers needs the {module} package, which is not installed "
-                                      f"({_INSTALL_HINT})")
+        # 4.56: the KV-cache ``layers`` API the batching relies on
+        for module, minimum in (("torch", None), ("transformers", "4.56")):
+            verdict = check_library(cls.name, module, module, minimum, _INSTALL_HINT)
+            if not verdict:
+                return verdict
         return Verdict.ok()
 
     # -- life cycle ----------------------------------------------------------------------------------------------
