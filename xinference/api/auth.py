@@ -1,4 +1,4 @@
-"""Optional API keys: when configured, every route needs ``Authorization: Bearer KEY``.
+"""Optional API keys: when configured, every route needs ``Authorization: Bearer KEY`` (or ``x-api-key: KEY``).
 
 Only ``GET /v1/cluster/auth`` stays open, because clients probe it to learn whether a key is needed. Written as
 pure ASGI middleware so streamed responses are not buffered.
@@ -10,7 +10,7 @@ import hmac
 import json
 from typing import Any, Awaitable, Callable
 
-from xinference.api.errors import error_body
+from xinference.api.errors import anthropic_error_body, error_body, uses_anthropic_shape
 
 __all__ = ["ApiKeyMiddleware"]
 
@@ -31,18 +31,25 @@ class ApiKeyMiddleware:
         if self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            error_body("a valid API key is required: send 'Authorization: Bearer <key>'", "authentication_error",
-                       code="invalid_api_key")
-        ).encode()
+        message = "a valid API key is required: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+        if uses_anthropic_shape(scope.get("path", "")):
+            payload = anthropic_error_body(message, 401)
+        else:
+            payload = error_body(message, "authentication_error", code="invalid_api_key")
+        body = json.dumps(payload).encode()
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
         await send({"type": "http.response.body", "body": body})
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
+        """A matching ``Authorization: Bearer KEY``, or ``x-api-key: KEY`` (what the Anthropic SDK sends)."""
         for name, value in scope.get("headers", ()):
+            token = None
             if name == b"authorization":
-                scheme, _, token = value.partition(b" ")
-                if scheme.lower() == b"bearer":
-                    return any(hmac.compare_digest(token.strip(), key) for key in self.keys)
+                scheme, _, bearer = value.partition(b" ")
+                token = bearer.strip() if scheme.lower() == b"bearer" else None
+            elif name == b"x-api-key":
+                token = value.strip()
+            if token and any(hmac.compare_digest(token, key) for key in self.keys):
+                return True
         return False

@@ -8,6 +8,7 @@ away mid-stream makes the model actor abort the request, which frees the engine'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any, AsyncIterator, Literal, Union
 
@@ -36,14 +37,35 @@ class GenerationService:
         self, kind: Kind, body: Union[ChatCompletionRequest, CompletionRequest]
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
-        route = await self._routes.get(body.model)
-        self._check_ability(route, kind)
         params = body.to_engine_params()
         if not body.stream:
-            method = "chat" if kind == "chat" else "completions"
-            result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
-            return result  # type: ignore[no-any-return]
-        return await self._open(route, kind, params)
+            return await self.complete(kind, body.model, params)
+        return self._relay(body.model, await self.open(kind, body.model, params))
+
+    async def route(self, model: str, kind: Kind) -> Route:
+        """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
+        route = await self._routes.get(model)
+        self._check_ability(route, kind)
+        return route
+
+    async def complete(self, kind: Kind, model: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this."""
+        route = await self.route(model, kind)
+        method = "chat" if kind == "chat" else "completions"
+        result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
+        return result  # type: ignore[no-any-return]
+
+    async def open(self, kind: Kind, model: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """Start a stream and return its chunks in batches (errors before the first chunk are raised here).
+
+        Close the iterator (``contextlib.aclosing``) when the consumer stops early: the model actor is then told to
+        abort, which frees the engine's slot.
+        """
+        route = await self.route(model, kind)
+        opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params))
+        stream_id, batch, done = opened
+        replica.outstanding += 1  # released by _batches when the stream ends
+        return self._batches(route.model_uid, replica, stream_id, batch, done)
 
     @staticmethod
     def _check_ability(route: Route, kind: Kind) -> None:
@@ -56,37 +78,40 @@ class GenerationService:
                 param="model",
             )
 
-    async def _open(self, route: Route, kind: Kind, params: dict[str, Any]) -> AsyncIterator[bytes]:
-        opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params))
-        stream_id, batch, done = opened
-        replica.outstanding += 1  # released by _relay when the stream ends
-        return self._relay(route.model_uid, replica, stream_id, batch, done)
-
-    async def _relay(
+    async def _batches(
         self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         finished = done
         try:
-            yield encode_frames(batch)
+            yield batch
             while not done:
                 batch, done = await model_call(self._routes, uid, replica.ref.pull(stream_id))
                 if batch:
-                    yield encode_frames(batch)
+                    yield batch
             finished = True
-            yield DONE_FRAME
-        except XinferenceError as exc:
-            finished = True
-            yield error_frame(exc)
-            yield DONE_FRAME
-        except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing frame
-            finished = True
-            logger.exception("stream %s of %s failed", stream_id, uid)
-            yield error_frame(EngineError(f"the stream failed: {type(exc).__name__}"))
-            yield DONE_FRAME
+        except (GeneratorExit, asyncio.CancelledError):
+            raise  # the consumer left: abort below
+        except BaseException:
+            finished = True  # the stream failed in the model actor, which already dropped it
+            raise
         finally:
             replica.outstanding -= 1
             if not finished:
                 self._abort_later(replica, stream_id)
+
+    async def _relay(self, uid: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+        async with contextlib.aclosing(batches):  # type: ignore[type-var]
+            try:
+                async for batch in batches:
+                    yield encode_frames(batch)
+                yield DONE_FRAME
+            except XinferenceError as exc:
+                yield error_frame(exc)
+                yield DONE_FRAME
+            except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing frame
+                logger.exception("a stream of %s failed", uid)
+                yield error_frame(EngineError(f"the stream failed: {type(exc).__name__}"))
+                yield DONE_FRAME
 
     def _abort_later(self, replica: Replica, stream_id: str) -> None:
         """The client left: tell the model actor, from a task of its own (this one is being cancelled)."""
