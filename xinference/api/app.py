@@ -13,7 +13,7 @@ from xinference import __version__
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
 from xinference.api.route_cache import RouteTable
-from xinference.api.routers import cache, cluster, embeddings, engines, generation, models, registrations, rerank
+from xinference.api.routers import cache, cluster, embeddings, engine_envs, engines, generation, models, registrations, rerank
 from xinference.api.serving.embeddings import EmbeddingService
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.models import ModelsService
@@ -47,7 +47,7 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
     app.state.api_keys = api_keys
     app.state.supervisor_address = supervisor_address
     install_error_handlers(app)
-    for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engines):
+    for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engine_envs, engines):
         module.attach_router(app)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)

@@ -196,6 +196,10 @@ class ModelActor(xo.StatelessActor):
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._ready().rerank(request)
 
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""
+        return await self._ready().count_tokens(request)
+
     async def engine_stats(self) -> dict[str, Any]:
         """The engine's own counters (e.g. forward passes of a batching engine), for tests and diagnostics."""
         return self._ready().stats()

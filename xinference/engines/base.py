@@ -245,6 +245,12 @@ class Engine(abc.ABC):
         [{"index", "relevance_score", "document"}], "meta"}``. Engines of rerank models override this."""
         raise self._unsupported("rerank")
 
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """How many tokens the prompt of chat ``request`` (messages, tools, template kwargs) takes once the model's
+        chat template has rendered it: what a chat call would report as ``prompt_tokens``, without generating.
+        Used by ``/v1/messages/count_tokens``; chat engines override this."""
+        raise self._unsupported("count tokens")
+
     def stats(self) -> dict[str, Any]:
         """Engine counters worth observing (batching engines report their forward passes); empty by default."""
         return {}

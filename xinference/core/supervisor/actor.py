@@ -26,6 +26,7 @@ from xinference.core.model_actor import LaunchPlan
 from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
 from xinference.core.supervisor.cache import CacheMixin
 from xinference.core.supervisor.catalog import CatalogMixin
+from xinference.core.supervisor.envs import EnvsMixin
 from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
@@ -47,7 +48,7 @@ __all__ = ["SupervisorActor"]
 logger = logging.getLogger(__name__)
 
 
-class SupervisorActor(CatalogMixin, CacheMixin, xo.StatelessActor):
+class SupervisorActor(CatalogMixin, CacheMixin, EnvsMixin, xo.StatelessActor):
     """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
 
     def __init__(self) -> None:

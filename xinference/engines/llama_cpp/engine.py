@@ -18,6 +18,8 @@ import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, ClassVar, Iterator
 
+import httpx
+
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.libcheck import check_library
 from xinference.engines.llama_cpp.config import LlamaCppConfig, ResolvedLlamaCppConfig
@@ -84,6 +86,19 @@ def error_from_llama(error: dict[str, Any]) -> XinferenceError:
     return EngineError(f"llama.cpp failed: {message}")
 
 
+def _llama_json(response: httpx.Response) -> dict[str, Any]:
+    """The JSON of one of llama.cpp's own HTTP endpoints; its error object becomes the platform's error."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise EngineError(f"llama.cpp answered HTTP {response.status_code} without a JSON object")
+    if "error" in body:
+        raise error_from_llama(body["error"] if isinstance(body["error"], dict) else {"message": body["error"]})
+    return body
+
+
 @contextlib.contextmanager
 def _backend_errors() -> Iterator[None]:
     """Translate what xllamacpp raises on bad input (ValueError) or failure into the platform's errors."""
@@ -108,6 +123,7 @@ class LlamaCppEngine(Engine):
 
     _server: Any
     _pool: ThreadPoolExecutor | None = None
+    _api_key: str = ""
     resolved: ResolvedLlamaCppConfig
 
     @classmethod
@@ -158,7 +174,8 @@ class LlamaCppEngine(Engine):
         # llama.cpp's own HTTP port: loopback only, and a key nobody else knows.
         params.hostnames = ["127.0.0.1"]
         params.port = 0
-        params.api_keys = [secrets.token_urlsafe(32)]
+        self._api_key = secrets.token_urlsafe(32)
+        params.api_keys = [self._api_key]
         params.endpoint_metrics = False
         params.endpoint_slots = False
         params.endpoint_props = False
@@ -230,6 +247,25 @@ class LlamaCppEngine(Engine):
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
         return self._start(self._server.handle_chat_completions, self._body(request, stream=True))
+
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """Rendered by llama.cpp's own chat-template code (``/apply-template``) and tokenized as a chat prompt is
+        (``/tokenize``), on the loopback port this adapter locked with its key: the ``prompt_tokens`` a chat call
+        with the same messages and tools reports."""
+        pool = self._executor()
+        body = self._body(request, stream=False)
+        address = str(self._server.listening_address)
+        key = self._api_key
+
+        def run() -> int:
+            with httpx.Client(base_url=address, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
+                rendered = _llama_json(client.post("/apply-template", json=body))
+                tokens = _llama_json(client.post("/tokenize", json={
+                    "content": rendered.get("prompt", ""), "add_special": True, "parse_special": True}))
+            return len(tokens.get("tokens") or [])
+
+        with _backend_errors():
+            return await asyncio.get_running_loop().run_in_executor(pool, run)
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._call(self._server.handle_completions, self._body(request, stream=False))

@@ -308,6 +308,11 @@ class TransformersEngine(Engine):
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
         return self._stream("chat", request)
 
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
+        self._ready()
+        return len(await asyncio.to_thread(self._prompt_ids, "chat", request))
+
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._complete("completions", request)
 
