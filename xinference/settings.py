@@ -16,6 +16,7 @@ __all__ = [
     "api_keys",
     "cache_dir",
     "endpoint",
+    "envs_dir",
     "heartbeat_interval",
     "home_dir",
     "logs_dir",
@@ -56,6 +57,16 @@ def model_logs_dir() -> Path:
 def cache_dir() -> Path:
     """Downloaded weights: ``XINFERENCE_HOME/cache/<hub>/<org>--<repo>/<revision>/``."""
     path = home_dir() / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def envs_dir() -> Path:
+    """``XINFERENCE_ENVS_DIR`` (default ``XINFERENCE_HOME/envs``): one virtualenv per engine that needs packages of
+    its own (``xinference engine install NAME``). Several homes may share one folder: an env does not depend on the
+    home that created it."""
+    raw = os.environ.get("XINFERENCE_ENVS_DIR")
+    path = Path(raw).expanduser().resolve() if raw else home_dir() / "envs"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

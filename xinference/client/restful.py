@@ -265,6 +265,28 @@ class Client:
         result: dict[str, Any] = self._request("GET", path)
         return result
 
+    def list_engines(self) -> dict[str, dict[str, str]]:
+        """Every engine's availability per worker: ``{engine: {worker: "" | "why not"}}``."""
+        result: dict[str, dict[str, str]] = self._request("GET", "/v1/engines")
+        return result
+
+    def install_engine(self, engine: str, worker_ip: str | None = None, force: bool = False,
+                       wait: bool = False) -> dict[str, Any]:
+        """Start installing ``engine``'s environment on the workers (``wait``: return when it has ended)."""
+        body = {"worker_ip": worker_ip, "force": force, "wait": wait}
+        result: dict[str, Any] = self._request("POST", f"/v1/engines/{engine}/install", json=body)
+        return result
+
+    def engine_install_status(self, engine: str, worker_ip: str | None = None) -> dict[str, Any]:
+        params = {"worker_ip": worker_ip} if worker_ip else None
+        result: dict[str, Any] = self._request("GET", f"/v1/engines/{engine}/install", params=params)
+        return result
+
+    def uninstall_engine(self, engine: str, worker_ip: str | None = None) -> dict[str, Any]:
+        params = {"worker_ip": worker_ip} if worker_ip else None
+        result: dict[str, Any] = self._request("POST", f"/v1/engines/{engine}/uninstall", params=params)
+        return result
+
     @overload
     def chat(
         self, model_uid: str, messages: Sequence[Message], stream: Literal[False] = False, **params: Any

@@ -104,6 +104,10 @@ class HardwareInfo(BaseModel):
     is_apple_silicon: bool = False
     gpus: tuple[GpuInfo, ...] = ()
     cuda_available: bool
+    #: Per engine, whether its library is available on this worker: ``""`` when it is, else the reason (with the
+    #: install command). Filled by the worker (``xinference.model.matcher.library_verdicts``); None when not
+    #: reported, and the matcher then checks the local machine.
+    engines: dict[str, str] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -200,6 +200,11 @@ class ModelActor(xo.StatelessActor):
         """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""
         return await self._ready().count_tokens(request)
 
+    async def check_health(self) -> None:
+        """Raise EngineError when the engine can no longer serve (polled by the worker for engines that check)."""
+        if self._engine is not None:
+            await self._engine.check_health()
+
     async def engine_stats(self) -> dict[str, Any]:
         """The engine's own counters (e.g. forward passes of a batching engine), for tests and diagnostics."""
         return self._ready().stats()

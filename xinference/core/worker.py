@@ -20,15 +20,21 @@ from typing import Any
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.env_jobs import EnvJobs
 from xinference.core.hardware import detect_hardware
 from xinference.core.model_actor import LOG_ENV, ModelActor
-from xinference.errors import InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
+from xinference.engines import envs
+from xinference.engines.base import Engine
+from xinference.engines.registry import get_engine_class
+from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
 
 __all__ = ["WorkerActor", "log_tail", "scrub_paths"]
 
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 15
+#: Seconds between two health checks of a replica whose engine has one (a managed server process).
+HEALTH_INTERVAL_S = 5.0
 _ABS_PATH = re.compile(r"(?<![\w.])(/[^\s:'\"()\[\],]+)+")
 
 
@@ -56,6 +62,8 @@ class _Replica:
     facts: dict[str, Any] = field(default_factory=dict)
     restarts: int = 0
     restarting: bool = False
+    checking: bool = False
+    last_health: float = 0.0
 
     def report(self) -> dict[str, Any]:
         """What the supervisor needs to (re)adopt this replica."""
@@ -78,6 +86,7 @@ class WorkerActor(xo.StatelessActor):
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._supervisor: Any = None
+        self._envs = EnvJobs()
 
     @classmethod
     def default_uid(cls) -> str:
@@ -126,6 +135,7 @@ class WorkerActor(xo.StatelessActor):
     async def __pre_destroy__(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self._envs.shutdown()
 
     async def _heartbeat(self) -> None:
         """Tell the supervisor this worker lives; re-register (with the running replicas) when it forgot us."""
@@ -141,9 +151,32 @@ class WorkerActor(xo.StatelessActor):
                 logger.debug("heartbeat failed: %s", exc)
 
     async def hardware(self) -> dict[str, Any]:
-        """Fresh hardware facts (free memory changes as models come and go)."""
-        info = await asyncio.to_thread(detect_hardware)
-        return info.model_dump(mode="json")
+        """Fresh hardware facts (free memory changes as models come and go), with every engine's library verdict on
+        this machine, so the supervisor matches engines against what this worker has installed."""
+        from xinference.model.matcher import library_verdicts
+
+        def detect() -> dict[str, Any]:
+            return {**detect_hardware().model_dump(mode="json"), "engines": library_verdicts()}
+
+        return await asyncio.to_thread(detect)
+
+    # -- engine environments -------------------------------------------------------------------------------------
+    async def install_engine(self, engine: str, force: bool = False) -> dict[str, Any]:
+        """Start installing ``engine``'s environment here; returns its status at once (see ``engine_env``)."""
+        return {**self._envs.start(engine, force), "worker": self.address}
+
+    async def engine_env(self, engine: str) -> dict[str, Any]:
+        """Install progress and state of ``engine``'s environment on this worker."""
+        return {**self._envs.status(engine), "worker": self.address}
+
+    async def uninstall_engine(self, engine: str) -> dict[str, Any]:
+        in_use = [r.replica_uid for r in self._replicas.values()
+                  if r.plan.get("model_engine", "").lower() == engine.strip().lower()]
+        if in_use:
+            raise InvalidRequest(f"{engine} serves {', '.join(in_use)} on this worker; terminate them first",
+                                 param="engine")
+        removed = await self._envs.remove(engine)
+        return {**self._envs.status(engine), "removed": removed, "worker": self.address}
 
     async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
         """Start a subprocess, create the ModelActor there and load the model; returns its address and facts."""
@@ -178,9 +211,11 @@ class WorkerActor(xo.StatelessActor):
     async def _spawn(self, replica: _Replica) -> None:
         """Create the subprocess and load the model in it; on failure, clean up and raise with the log tail."""
         replica.log_path.write_text("")
-        env = {**self._subprocess_env(replica.plan), LOG_ENV: str(replica.log_path)}
+        python, engine_env = self._engine_process(replica.plan)
+        env = {**self._subprocess_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
         address = await self._pool.append_sub_pool(
-            label=f"model:{replica.replica_uid}", env=env, modules=["xinference.core.xoscar_setup"]
+            label=f"model:{replica.replica_uid}", env=env, modules=["xinference.core.xoscar_setup"],
+            start_python=python,
         )
         replica.address = address
         try:
@@ -198,6 +233,21 @@ class WorkerActor(xo.StatelessActor):
             status = f"exited with code {code}" if code is not None else f"failed ({type(exc).__name__})"
             raise LaunchFailed(self._with_log(f"the model process {status} while loading", replica.log_path)) from None
 
+    @staticmethod
+    def _engine_process(plan: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+        """The Python a replica's process starts with (an overlay engine env's, when its engine has one installed)
+        and the environment variables its engine asks for."""
+        try:
+            cls = get_engine_class(plan["model_engine"])
+        except XinferenceError:
+            return None, {}
+        from xinference.core.hardware import HardwareInfo
+
+        hardware = HardwareInfo.model_validate(plan["hardware"]) if plan.get("hardware") else detect_hardware()
+        recipe = cls.env_recipe(hardware)
+        python = envs.env_python(cls.name) if recipe is not None and recipe.overlay else None
+        return (str(python) if python is not None else None), cls.process_env(hardware)
+
     async def _watch_replicas(self) -> None:
         """Notice replicas whose process died; report them and restart them (up to the restart limit)."""
         while True:
@@ -209,10 +259,45 @@ class WorkerActor(xo.StatelessActor):
                 if code is not None:
                     replica.restarting = True
                     asyncio.create_task(self._recover(replica, code))
+                elif self._health_due(replica):
+                    asyncio.create_task(self._check_health(replica))
 
-    async def _recover(self, replica: _Replica, code: int) -> None:
-        message = self._with_log(f"the model process exited with code {code}", replica.log_path)
-        logger.warning("replica %s died (exit code %s)", replica.replica_uid, code)
+    def _health_due(self, replica: _Replica) -> bool:
+        """Replicas whose engine has its own health check (a managed server) are asked every few seconds."""
+        try:
+            cls = get_engine_class(replica.plan.get("model_engine", ""))
+        except XinferenceError:
+            return False
+        if cls.check_health is Engine.check_health or replica.checking:
+            return False
+        now = asyncio.get_running_loop().time()
+        if now - replica.last_health < HEALTH_INTERVAL_S:
+            return False
+        replica.last_health = now
+        return True
+
+    async def _check_health(self, replica: _Replica) -> None:
+        """A replica whose engine fails its health check is stopped and recovered like a dead process."""
+        replica.checking = True
+        try:
+            ref = await self._model_ref(replica.address)
+            await asyncio.wait_for(ref.check_health(), timeout=HEALTH_INTERVAL_S * 3)
+        except (EngineError, asyncio.TimeoutError) as exc:
+            if replica.restarting or replica.replica_uid not in self._replicas:
+                return
+            reason = exc.message if isinstance(exc, EngineError) else "its health check did not answer in time"
+            logger.warning("replica %s is unhealthy: %s", replica.replica_uid, reason)
+            replica.restarting = True
+            await self._recover(replica, None, reason)
+        except Exception:  # noqa: BLE001 - the process died meanwhile: the exit-code watcher handles it
+            logger.debug("health check of %s failed", replica.replica_uid, exc_info=True)
+        finally:
+            replica.checking = False
+
+    async def _recover(self, replica: _Replica, code: int | None, reason: str | None = None) -> None:
+        what = f"the model process exited with code {code}" if reason is None else f"the engine failed: {reason}"
+        message = self._with_log(what, replica.log_path)
+        logger.warning("replica %s died (%s)", replica.replica_uid, what)
         model_uid = replica.plan.get("model_uid", "")
         await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid, message)
         await self._remove_process(replica)
@@ -279,6 +364,15 @@ class WorkerActor(xo.StatelessActor):
 
     async def list_replicas(self) -> list[str]:
         return list(self._replicas)
+
+    async def read_log(self, replica_uid: str, tail: int, since: int | None = None) -> dict[str, Any]:
+        """A bounded, path-scrubbed piece of a replica's log (``GET /v1/models/{uid}/logs``)."""
+        from xinference.core.logs import read_log
+
+        if "/" in replica_uid or replica_uid.startswith("."):
+            raise InvalidRequest(f"invalid replica {replica_uid!r}", param="replica")
+        path = settings.model_logs_dir() / f"{replica_uid}.log"
+        return await asyncio.to_thread(read_log, path, tail, since)
 
     async def shutdown(self) -> None:
         """Stop every replica and leave the cluster (orderly shutdown)."""

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from xinference import __version__, settings
+from xinference.cli import engines as engines_cli
 from xinference.client import Client, ClientError
 
 __all__ = ["convert_option_value", "format_table", "main", "parse_engine_options"]
@@ -396,24 +397,7 @@ def registrations(model_type: str, endpoint: str, api_key: str | None) -> None:
     click.echo(format_table(["Name", "Origin"], rows))
 
 
-@main.command()
-@click.option("-n", "--model-name", required=True, help="Model name in the registry, e.g. smollm2-instruct.")
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
-@_connection_options
-def engine(model_name: str, model_type: str, endpoint: str, api_key: str | None) -> None:
-    """Show which engines can run a model on this cluster's workers, and why the others cannot."""
-    with _client(endpoint, api_key) as client:
-        table = client.query_engines(model_name, model_type)
-    rows: list[list[Any]] = []
-    for name, verdict in table.items():
-        if isinstance(verdict, str):
-            rows.append([name, None, None, None, None, verdict])
-            continue
-        for params in verdict:
-            quantizations = ", ".join(str(q) for q in params.get("quantizations", []))
-            rows.append([name, params.get("model_format"), params.get("model_size_in_billions"), quantizations,
-                         params.get("model_hub"), None])
-    click.echo(format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"], rows))
+engines_cli.attach(main, _connection_options, _client, format_table)
 
 
 @main.command()

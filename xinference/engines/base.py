@@ -34,6 +34,7 @@ from xinference.errors import InvalidRequest, WrongModelType, XinferenceError
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
+    from xinference.engines.envs import EnvRecipe
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["ChunkStream", "Engine", "Verdict"]
@@ -195,6 +196,25 @@ class Engine(abc.ABC):
         return Verdict.ok()
 
     @classmethod
+    def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        """The packages this engine needs in an environment of its own on ``hardware`` (see
+        :mod:`xinference.engines.envs`), or None when it runs from the main environment. Engines declare what they
+        need, never how to install it."""
+        return None
+
+    @classmethod
+    def process_env(cls, hardware: HardwareInfo) -> dict[str, str]:
+        """Environment variables the model process must start with (read before any import, e.g. ``LD_PRELOAD``
+        of a faster BLAS); set by the worker when it creates the process."""
+        return {}
+
+    @classmethod
+    def gpus_needed(cls, config: BaseModel) -> int | None:
+        """How many GPUs one replica launched with ``config`` needs (tensor parallelism), known before placement;
+        None leaves it to the launch's ``n_gpu`` (by default: one per replica on a GPU worker)."""
+        return None
+
+    @classmethod
     def parse_config(cls, kwargs: dict[str, Any]) -> BaseModel:
         """Validate launch kwargs into ``config_class``; InvalidRequest names the offending field."""
         try:
@@ -250,6 +270,12 @@ class Engine(abc.ABC):
         chat template has rendered it: what a chat call would report as ``prompt_tokens``, without generating.
         Used by ``/v1/messages/count_tokens``; chat engines override this."""
         raise self._unsupported("count tokens")
+
+    async def check_health(self) -> None:
+        """Called by the worker every few seconds while the replica serves; raise EngineError (saying what is wrong)
+        when the engine can no longer answer: a managed server that died or hangs. In-process engines are as alive
+        as their process, which the worker watches anyway, so the default does nothing."""
+        return None
 
     def stats(self) -> dict[str, Any]:
         """Engine counters worth observing (batching engines report their forward passes); empty by default."""

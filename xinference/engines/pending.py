@@ -11,7 +11,7 @@ import abc
 from typing import TYPE_CHECKING, ClassVar
 
 from xinference.engines.base import Engine, Verdict
-from xinference.engines.libcheck import check_library
+from xinference.engines.envs import check_engine_lib
 from xinference.errors import LaunchFailed
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class PendingRunnerEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        return check_library(cls.name, cls.module, cls.distribution, cls.min_version, cls.install_hint)
+        return check_engine_lib(cls.name, cls.module, cls.distribution, cls.min_version)
 
     @classmethod
     @abc.abstractmethod

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from xinference.engines.base import Verdict
 from xinference.engines.registry import ENGINE_ORDER, get_engine_class, resolve_engine_name
 from xinference.errors import EngineRejected
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from xinference.model.registry import SpecChoice
     from xinference.model.spec import ModelSpec
 
-__all__ = ["EngineMatch", "choose_engine", "engine_params", "engine_table", "match_engine"]
+__all__ = ["EngineMatch", "choose_engine", "engine_params", "engine_table", "library_verdicts", "match_engine"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,31 @@ def match_engine(engine: str, choices: list[SpecChoice], hardware: HardwareInfo)
         else:
             reasons.append(verdict.reason)
     if accepted:
-        lib = cls.check_lib()
+        lib = library_verdict(cls.name, hardware)
         if not lib:
             return EngineMatch(cls.name, (), (lib.reason,))
     return EngineMatch(cls.name, tuple(accepted), tuple(reasons))
+
+
+def library_verdicts() -> dict[str, str]:
+    """Every engine's library verdict on *this* machine (``""`` when available, else the reason): what a worker
+    reports with its hardware, so that availability is decided where the model would run."""
+    verdicts = {}
+    for engine in ENGINE_ORDER:
+        try:
+            verdicts[engine] = get_engine_class(engine).check_lib().reason
+        except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
+            verdicts[engine] = f"{engine} could not be checked: {exc}"
+    return verdicts
+
+
+def library_verdict(engine: str, hardware: HardwareInfo) -> Verdict:
+    """Whether ``engine``'s library is available on the worker described by ``hardware``: its own report when it
+    sent one, else a check of this machine."""
+    if hardware.engines is not None and engine in hardware.engines:
+        reason = hardware.engines[engine]
+        return Verdict.reject(reason) if reason else Verdict.ok()
+    return get_engine_class(engine).check_lib()
 
 
 def engine_params(accepted: Iterable[SpecChoice]) -> list[dict[str, Any]]:

