@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "MODEL_NAME_PATTERN",
     "Ability",
     "BundledSource",
+    "DraftModel",
     "ModelFamily",
     "ModelFormat",
     "ModelSpec",
@@ -84,6 +85,28 @@ class BundledSource(_Strict):
         return self
 
 
+class DraftModel(_Strict):
+    """The smaller catalog model that drafts tokens for a spec (speculative decoding), attached when a launch sets
+    ``enable_mtp``. The launch checks that it exists and is smaller than the target; the model process fetches it
+    like any weights and the engine checks that it shares the target's vocabulary."""
+
+    model_name: str
+    model_size_in_billions: int | str
+    model_format: ModelFormat | None = Field(default=None, description="default: the target spec's format")
+    quantization: str | None = Field(default=None, description="default: the draft spec's first quantization")
+    kind: Literal["draft", "mtp"] = Field(
+        default="draft", description="'draft': a separate small model; 'mtp': a multi-token-prediction drafter "
+        "released with the target (Gemma 4's *-assistant), which llama.cpp runs in its MTP mode"
+    )
+
+    @field_validator("model_size_in_billions")
+    @classmethod
+    def _size(cls, value: int | str) -> int | str:
+        if isinstance(value, str) and not _SIZE_PATTERN.fullmatch(value):
+            raise ValueError("sizes are written like 7 or '0_5' (billions, '_' for the decimal point)")
+        return value
+
+
 class ModelSpec(_Strict):
     """One way a family's weights ship: format, size, quantizations and sources."""
 
@@ -100,6 +123,7 @@ class ModelSpec(_Strict):
     model_uri: str | None = Field(
         default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
     )
+    draft_model: DraftModel | None = Field(default=None, description="the draft model enable_mtp attaches")
 
     @model_validator(mode="before")
     @classmethod
@@ -159,12 +183,34 @@ class ModelFamily(_Strict):
     architectures: list[str] = Field(default_factory=list)
     dimensions: int | None = Field(default=None, gt=0, description="embedding size (embedding models)")
     max_tokens: int | None = Field(default=None, gt=0, description="longest input (embedding/rerank models)")
+    # -- how the model writes tool calls and reasoning (model/parsers/); Xinference's names are accepted ----------
+    tool_call_format: str | None = Field(
+        default=None, validation_alias=AliasChoices("tool_call_format", "tool_parser"),
+        description="tool-call format of model/parsers/registry.py (hermes, llama3_json, mistral, ...)",
+    )
+    reasoning_start_tag: str | None = Field(default=None, min_length=1)
+    reasoning_end_tag: str | None = Field(default=None, min_length=1)
     model_specs: list[ModelSpec] = Field(min_length=1)
 
     @field_validator("model_name")
     @classmethod
     def _name(cls, value: str) -> str:
         return validate_model_name(value)
+
+    @field_validator("tool_call_format")
+    @classmethod
+    def _known_tool_format(cls, value: str | None) -> str | None:
+        if value is not None:
+            from xinference.model.parsers.registry import get_tool_call_format
+
+            get_tool_call_format(value)  # ValueError naming the known formats
+        return value
+
+    @model_validator(mode="after")
+    def _tag_pair(self) -> ModelFamily:
+        if (self.reasoning_start_tag is None) != (self.reasoning_end_tag is None):
+            raise ValueError("reasoning_start_tag and reasoning_end_tag go together")
+        return self
 
     @property
     def is_chat(self) -> bool:

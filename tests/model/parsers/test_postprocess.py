@@ -1,0 +1,107 @@
+"""The chat post-processor engines apply: whole responses and chunk streams give the same message."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.model.parsers.test_parsers import chunked
+from xinference.model.parsers.postprocess import ChatOutputParser
+from xinference.model.registry import ModelRegistry
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+QWEN3_OUTPUT = ('<think>\nI need the weather.\n</think>\n\nLet me check.\n<tool_call>\n{"name": "get_weather", '
+                '"arguments": {"city": "Paris"}}\n</tool_call>')
+
+
+def response(text: str, finish: str = "stop") -> dict:
+    return {"object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}]}
+
+
+def chunks(pieces: list[str], finish: str = "stop") -> list[dict]:
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    out += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    return out
+
+
+def assemble(stream_chunks: list[dict]) -> dict:
+    message: dict = {"content": "", "reasoning_content": "", "tool_calls": []}
+    finish = None
+    for chunk in stream_chunks:
+        for choice in chunk["choices"]:
+            delta = choice["delta"]
+            message["content"] += delta.get("content") or ""
+            message["reasoning_content"] += delta.get("reasoning_content") or ""
+            for call in delta.get("tool_calls") or []:
+                if "id" in call:
+                    message["tool_calls"].append({"id": call["id"], "name": call["function"]["name"],
+                                                  "arguments": ""})
+                message["tool_calls"][call["index"]]["arguments"] += call["function"]["arguments"]
+            finish = choice["finish_reason"] or finish
+    return {"message": message, "finish_reason": finish}
+
+
+def qwen3_parser(**request) -> ChatOutputParser:
+    parser = ChatOutputParser.for_request(ModelRegistry().get("qwen3"), {"tools": TOOLS, **request})
+    assert parser is not None
+    return parser
+
+
+def test_whole_response() -> None:
+    fixed = qwen3_parser().fix_response(response(QWEN3_OUTPUT))
+    choice = fixed["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    message = choice["message"]
+    assert message["reasoning_content"] == "I need the weather." and message["content"] == "Let me check.\n"
+    [call] = message["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=40))
+def test_stream_matches_whole(cuts: list[int]) -> None:
+    rewriter = qwen3_parser().stream()
+    out = [c for chunk in chunks(chunked(QWEN3_OUTPUT, cuts)) for c in rewriter.process(chunk)]
+    assert out[0]["choices"][0]["delta"]["role"] == "assistant"
+    got = assemble(out)
+    assert got["finish_reason"] == "tool_calls"
+    assert got["message"]["reasoning_content"] == "I need the weather.\n"
+    assert got["message"]["content"] == "Let me check.\n"
+    [call] = got["message"]["tool_calls"]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}
+    assert sum(1 for c in out if c["choices"][0]["finish_reason"]) == 1
+
+
+def test_no_tools_or_tool_choice_none_leaves_calls_as_text_and_length_stays() -> None:
+    family = ModelRegistry().get("qwen2.5-instruct")
+    assert ChatOutputParser.for_request(family, {}) is None
+    assert ChatOutputParser.for_request(family, {"tools": TOOLS, "tool_choice": "none"}) is None
+    parser = ChatOutputParser.for_request(family, {"tools": TOOLS})
+    cut = parser.fix_response(response('<tool_call>\n{"name": "get_weather", "arguments": {"ci', "length"))
+    assert cut["choices"][0]["finish_reason"] == "length"
+
+
+def test_thinking_off_leaks_no_tag() -> None:
+    parser = qwen3_parser(chat_template_kwargs={"enable_thinking": False})
+    text = "<think>\n\n</think>\n\nHello!"
+    assert parser.fix_response(response(text))["choices"][0]["message"]["content"] == "Hello!"
+    rewriter = parser.stream()
+    out = [c for chunk in chunks(list(text)) for c in rewriter.process(chunk)]
+    assert assemble(out)["message"]["content"] == "Hello!"
+    rewriter = qwen3_parser(enable_thinking=False).stream()
+    streamed = [c for chunk in chunks(list(text)) for c in rewriter.process(chunk)]
+    assert "<think>" not in json.dumps(streamed) and assemble(streamed)["message"]["reasoning_content"] == ""
+
+
+def test_native_fields_are_kept() -> None:
+    parser = qwen3_parser()
+    native = response("Final answer.")
+    native["choices"][0]["message"]["reasoning_content"] = "engine-made"
+    fixed = parser.fix_response(native)["choices"][0]["message"]
+    assert fixed == {"role": "assistant", "content": "Final answer.", "reasoning_content": "engine-made"}
