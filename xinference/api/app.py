@@ -13,7 +13,21 @@ from xinference import __version__
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
 from xinference.api.route_cache import RouteTable
-from xinference.api.routers import cache, cluster, embeddings, engine_envs, engines, generation, models, registrations, rerank
+from xinference.api.routers import (
+    cache,
+    chat_templates,
+    cluster,
+    embeddings,
+    engine_envs,
+    engine_schemas,
+    engines,
+    generation,
+    logs,
+    models,
+    registrations,
+    rerank,
+    ui,
+)
 from xinference.api.serving.embeddings import EmbeddingService
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.models import ModelsService
@@ -49,6 +63,8 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
     install_error_handlers(app)
     for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engine_envs, engines):
         module.attach_router(app)
+    for extra in (logs, engine_schemas, chat_templates, ui):  # the web UI and what its pages need (issue 11)
+        extra.attach_router(app)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
     return app

@@ -1,6 +1,7 @@
 """Optional API keys: when configured, every route needs ``Authorization: Bearer KEY`` (or ``x-api-key: KEY``).
 
-Only ``GET /v1/cluster/auth`` stays open, because clients probe it to learn whether a key is needed. Written as
+Only ``GET /v1/cluster/auth`` stays open, because clients probe it to learn whether a key is needed, and the web
+UI's static files (``/``, ``/ui/...``), which ask the user for a key and send it with every API call. Written as
 pure ASGI middleware so streamed responses are not buffered.
 """
 
@@ -14,7 +15,13 @@ from xinference.api.errors import anthropic_error_body, error_body, uses_anthrop
 
 __all__ = ["ApiKeyMiddleware"]
 
-_OPEN_PATHS = frozenset({"/v1/cluster/auth"})
+_OPEN_PATHS = frozenset({"/v1/cluster/auth", "/", "/ui"})
+#: The web UI's static files: the page holds no data and asks for a key itself (its API calls need one).
+_OPEN_PREFIX = "/ui/"
+
+
+def _is_open(path: str) -> bool:
+    return path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX)
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
@@ -25,7 +32,7 @@ class ApiKeyMiddleware:
         self.keys = tuple(k.encode() for k in keys)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not self.keys or scope.get("path") in _OPEN_PATHS:
+        if scope["type"] != "http" or not self.keys or _is_open(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         if self._authorized(scope):

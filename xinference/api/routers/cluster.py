@@ -6,6 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 
+from xinference import __version__
+
 __all__ = ["attach_router"]
 
 router = APIRouter()
@@ -20,6 +22,12 @@ async def status() -> dict[str, Any]:
 async def cluster_auth(request: Request) -> dict[str, Any]:
     """Probed by the official client before anything else: is an API key needed?"""
     return {"auth": bool(request.app.state.api_keys)}
+
+
+@router.get("/v1/cluster/version")
+async def cluster_version() -> dict[str, Any]:
+    """The server's version (shown by the web UI; the original Xinference has the same route)."""
+    return {"version": __version__}
 
 
 @router.get("/v1/address")

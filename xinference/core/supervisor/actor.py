@@ -27,6 +27,7 @@ from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, plac
 from xinference.core.supervisor.cache import CacheMixin
 from xinference.core.supervisor.catalog import CatalogMixin
 from xinference.core.supervisor.envs import EnvsMixin
+from xinference.core.supervisor.inspect import InspectMixin
 from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
@@ -48,7 +49,7 @@ __all__ = ["SupervisorActor"]
 logger = logging.getLogger(__name__)
 
 
-class SupervisorActor(CatalogMixin, CacheMixin, EnvsMixin, xo.StatelessActor):
+class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.StatelessActor):
     """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
 
     def __init__(self) -> None:
@@ -131,6 +132,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, EnvsMixin, xo.StatelessActor):
             "workers": await self.list_workers(),
             "models": {uid: [r.info() for r in rec.replicas] for uid, rec in self._models.items()},
             "route_version": self._version,
+            "devices": self.devices(),
         }
 
     async def _watch_workers(self) -> None:
@@ -207,7 +209,13 @@ class SupervisorActor(CatalogMixin, CacheMixin, EnvsMixin, xo.StatelessActor):
         first = self._workers[placements[0].address]
         matched = choose_engine(launch.model_engine, choices, self._devices_for(first, placements[0]))
         choice = matched.accepted[0]
-        get_engine_class(matched.engine).parse_config(launch.engine_kwargs)  # a 400 before any process starts
+        engine_cls = get_engine_class(matched.engine)
+        needed = engine_cls.gpus_needed(engine_cls.parse_config(launch.engine_kwargs))  # a 400 before any process
+        if (needed and launch.n_gpu == "auto" and launch.gpu_idx is None and first.hardware.gpus
+                and needed != len(placements[0].gpu_indices)):
+            launch.n_gpu = needed  # tensor parallelism: each replica needs that many GPUs of its own
+            placements = self._place(launch.replica, launch)
+            first = self._workers[placements[0].address]
         for placement in placements[1:]:
             self._check_engine_fits(matched.engine, choice, placement)
         if not launch.ignore_memory_check:
