@@ -1,0 +1,69 @@
+"""Read-only views the web UI and operators need: a replica's log and the devices of every worker.
+
+A mixin of SupervisorActor: it only reads ``self._models`` and ``self._workers``. Logs live on the worker that
+runs the replica, so the supervisor picks the replica and forwards the read there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xinference.errors import InvalidRequest, ModelNotFound
+
+__all__ = ["InspectMixin"]
+
+
+class InspectMixin:
+    """Needs ``self._models`` (uid → ModelRecord) and ``self._workers`` (address → WorkerEntry)."""
+
+    _models: dict[str, Any]
+    _workers: dict[str, Any]
+
+    def _replica_for_log(self, model_uid: str, replica: str | None) -> tuple[str, str, list[str]]:
+        """(worker address, replica uid, every replica uid of the model) for ``replica``: an index ("0"), a
+        replica uid, or None for the first replica (the one being started while a launch is in progress)."""
+        record = self._models.get(model_uid)
+        if record is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running or launching", param="model_uid")
+        known = [(r.worker_address, r.replica_uid) for r in record.replicas]
+        if record.pending is not None and record.pending not in known:
+            known.append(record.pending)
+        known.sort(key=lambda pair: pair[1])
+        names = [uid for _, uid in known]
+        if not known:
+            raise ModelNotFound(f"model {model_uid!r} has no replica yet", param="replica")
+        if replica in (None, ""):
+            return known[0][0], known[0][1], names
+        for worker, uid in known:
+            if replica in (uid, uid.rsplit("-", 1)[-1]):
+                return worker, uid, names
+        raise ModelNotFound(f"model {model_uid!r} has no replica {replica!r}; it has: {', '.join(names)}",
+                            param="replica")
+
+    async def model_log(self, model_uid: str, replica: str | None = None, tail: int = 200,
+                        since: int | None = None) -> dict[str, Any]:
+        """``GET /v1/models/{uid}/logs``: the tail of one replica's log, or what it wrote after ``since``."""
+        if since is not None and since < 0:
+            raise InvalidRequest("since must be a byte offset >= 0", param="since")
+        address, replica_uid, names = self._replica_for_log(model_uid, replica)
+        worker = self._workers.get(address)
+        if worker is None:
+            raise ModelNotFound(f"the worker of replica {replica_uid!r} is gone", param="replica")
+        piece: dict[str, Any] = await worker.ref.read_log(replica_uid, tail, since)
+        return {"model_uid": model_uid, "replica_uid": replica_uid, "worker": address, "replicas": names, **piece}
+
+    def devices(self) -> list[dict[str, Any]]:
+        """Every worker's GPUs (index, name, memory total/used) and the replicas holding each."""
+        holders: dict[tuple[str, int], list[str]] = {}
+        for record in self._models.values():
+            for rep in record.replicas:
+                for index in rep.gpu_indices:
+                    holders.setdefault((rep.worker_address, index), []).append(rep.replica_uid)
+        out: list[dict[str, Any]] = []
+        for address, worker in self._workers.items():
+            for gpu in worker.hardware.gpus:
+                out.append({"worker": address, "index": gpu.index, "name": gpu.name, "vendor": gpu.vendor,
+                            "memory_total_bytes": gpu.memory_total_bytes,
+                            "memory_used_bytes": gpu.memory_total_bytes - gpu.memory_free_bytes,
+                            "models": holders.get((address, gpu.index), [])})
+        return out

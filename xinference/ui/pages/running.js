@@ -1,0 +1,88 @@
+// Running models: every model the server lists, polled, so a launch from the CLI or a script shows up by itself.
+// Terminate, add or remove a replica, open its chat, try-out or logs.
+import { useState } from "preact/hooks";
+import { html } from "../lib/html.js";
+import { api, request } from "../lib/api.js";
+import { ErrorBox, StatusBadge, usePoll } from "../lib/components.js";
+import { duration } from "../lib/format.js";
+
+const POLL_MS = 1500;
+
+function ConfirmButton({ label, confirm, onConfirm, testid }) {
+  const [armed, setArmed] = useState(false);
+  if (!armed) return html`<button class="danger" data-testid=${testid} onClick=${() => setArmed(true)}>${label}</button>`;
+  return html`<span class="confirm"><button class="danger" data-testid=${testid + "-confirm"}
+    onClick=${() => { setArmed(false); onConfirm(); }}>${confirm}</button>
+    <button class="ghost" onClick=${() => setArmed(false)}>Keep</button></span>`;
+}
+
+function tryLink(model) {
+  const abilities = model.model_ability || [];
+  if (abilities.includes("chat")) return ["Chat", "#/chat/"];
+  if (model.model_type === "embedding" || model.model_type === "rerank") return ["Try", "#/try/"];
+  return null;
+}
+
+function ModelRow({ model, now, onError, refresh }) {
+  const uid = encodeURIComponent(model.model_uid);
+  const act = async (fn) => {
+    try {
+      await fn();
+      refresh();
+    } catch (err) {
+      onError(err);
+    }
+  };
+  const link = tryLink(model);
+  const replicas = model.replicas || [];
+  const where = [...new Set(replicas.map((r) => r.worker_address))].join(", ");
+  return html`
+    <tr data-uid=${model.model_uid}>
+      <td><b>${model.model_uid}</b><br /><small class="muted">${model.model_name} · ${model.model_type}</small></td>
+      <td><${StatusBadge} status=${model.status} /></td>
+      <td>${model.model_engine}<br /><small class="muted">${model.model_format} ${model.quantization || ""}</small></td>
+      <td>${replicas.length}/${model.replica}<br /><small class="muted">${where}
+        ${model.accelerators && model.accelerators.length ? " · " + model.accelerators.join(", ") : ""}</small></td>
+      <td>${duration(now - model.created)}</td>
+      <td>${model.requests_in_flight ?? "–"}</td>
+      <td class="row-actions">
+        ${link && model.status !== "failed" && html`<a class="button small" href=${link[1] + uid}>${link[0]}</a>`}
+        <a class="button small" href=${"#/logs/" + uid}>Logs</a>
+        <button class="small" title="Add a replica" disabled=${model.status !== "ready" && model.status !== "degraded"}
+          onClick=${() => act(() => request(`/v1/models/${uid}/replicas`, { method: "POST", body: { replica: 1 } }))}>
+          + replica</button>
+        <button class="small" title="Remove the last replica" disabled=${replicas.length < 2}
+          onClick=${() => act(() => {
+            const last = replicas[replicas.length - 1].replica_uid.split("-").pop();
+            return request(`/v1/models/${uid}/replicas/${last}`, { method: "DELETE" });
+          })}>− replica</button>
+        <${ConfirmButton} label="Terminate" confirm="Terminate now" testid="terminate"
+          onConfirm=${() => act(() => request(`/v1/models/${uid}`, { method: "DELETE" }))} />
+      </td>
+    </tr>`;
+}
+
+export function RunningPage() {
+  const [tick, setTick] = useState(0);
+  const [actionError, setActionError] = useState(null);
+  const [data, error] = usePoll(() => api("/v1/models"), POLL_MS, [tick]);
+  const models = data ? data.data : null;
+  const now = Date.now() / 1000;
+  return html`
+    <section class="page running-page">
+      <header class="page-head"><h1>Running models</h1>
+        <p class="muted">Refreshed every ${POLL_MS / 1000} s from the server: models launched anywhere appear here.</p>
+      </header>
+      <${ErrorBox} error=${actionError || error} />
+      ${models === null && !error && html`<p class="muted">Loading…</p>`}
+      ${models && models.length === 0 && html`<p class="empty" data-testid="no-models">No model is running.
+        <a href="#/launch">Launch one</a>.</p>`}
+      ${models && models.length > 0 && html`
+        <div class="table-wrap"><table class="models" data-testid="running-table">
+          <thead><tr><th>Model</th><th>Status</th><th>Engine</th><th>Replicas</th><th>Uptime</th>
+            <th>In flight</th><th></th></tr></thead>
+          <tbody>${models.map((m) => html`<${ModelRow} key=${m.model_uid} model=${m} now=${now}
+            onError=${setActionError} refresh=${() => { setActionError(null); setTick((t) => t + 1); }} />`)}</tbody>
+        </table></div>`}
+    </section>`;
+}
