@@ -19,6 +19,7 @@ from xinference import errors
         (errors.WrongModelType, 400),
         (errors.AuthenticationFailed, 401),
         (errors.ModelNotFound, 404),
+        (errors.ResponseNotFound, 404),
         (errors.ModelAlreadyExists, 409),
         (errors.LaunchFailed, 500),
         (errors.EngineError, 500),

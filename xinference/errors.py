@@ -15,6 +15,7 @@ xoscar actor calls unchanged.
     │   └── WrongModelType               400  (code: wrong_model_type)
     ├── AuthenticationFailed             401  authentication_error
     ├── ModelNotFound                    404  not_found_error
+    ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
     ├── ModelAlreadyExists               409  conflict_error
     ├── LaunchFailed                     500  launch_error
     ├── ModelUnavailable                 503  service_unavailable
@@ -40,6 +41,7 @@ __all__ = [
     "ModelNotFound",
     "ModelUnavailable",
     "ReplicaUnreachable",
+    "ResponseNotFound",
     "UnsupportedOption",
     "WrongModelType",
     "XinferenceError",
@@ -119,6 +121,15 @@ class ModelNotFound(XinferenceError):
     status_code = 404
     error_type = "not_found_error"
     code = "model_not_found"
+
+
+class ResponseNotFound(XinferenceError):
+    """Raised when a stored response (``previous_response_id``, ``GET /v1/responses/{id}``) is unknown: never
+    stored (``store: false``), expired, evicted, or kept by an API process that has since restarted."""
+
+    status_code = 404
+    error_type = "invalid_request_error"
+    code = "response_not_found"
 
 
 class ModelAlreadyExists(XinferenceError):

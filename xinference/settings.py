@@ -23,6 +23,7 @@ __all__ = [
     "model_logs_dir",
     "model_restart_limit",
     "model_src",
+    "responses_store_limits",
     "stream_interval",
     "worker_timeout",
 ]
@@ -114,6 +115,16 @@ def model_restart_limit() -> int:
         return max(0, int(os.environ.get("XINFERENCE_MODEL_RESTARTS", "3")))
     except ValueError:
         return 3
+
+
+def responses_store_limits() -> tuple[int, float]:
+    """``XINFERENCE_RESPONSES_MAX`` (default 1000) and ``XINFERENCE_RESPONSES_TTL`` (seconds, default 3600): how many
+    ``/v1/responses`` results the API keeps in memory for ``previous_response_id``, and for how long."""
+    try:
+        count = max(0, int(os.environ.get("XINFERENCE_RESPONSES_MAX", "1000")))
+    except ValueError:
+        count = 1000
+    return count, _seconds("XINFERENCE_RESPONSES_TTL", 3600.0)
 
 
 def stream_interval() -> float:
