@@ -19,13 +19,14 @@ import threading
 from urllib.parse import unquote, urlparse
 
 from xinference import settings
-from xinference.errors import LaunchFailed
+from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.hub import HUBS, HubDownload, ProgressCallback
 from xinference.model.spec import BundledSource, ModelSpec
 
 __all__ = [
     "bundled_path",
     "choose_hub",
+    "draft_path_on_worker",
     "gguf_in_folder",
     "given_path",
     "local_path",
@@ -197,3 +198,27 @@ def resolve_model_path(
         assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
         return download.file(spec.model_file_name_template.format(quantization=quantization))
     return download.snapshot(snapshot_files)
+
+
+def draft_path_on_worker(path: str, model_format: str) -> str:
+    """A launch's ``draft_model_path`` on this worker: a GGUF file, or a folder holding exactly one ``.gguf`` (looked
+    for in its subfolders too), or a model folder for other formats. InvalidRequest says what is wrong."""
+    if "\0" in path or not os.path.isabs(path):
+        raise InvalidRequest("draft_model_path must be an absolute path on the worker", param="draft_model_path")
+    path = os.path.normpath(path)
+    if not os.path.exists(path):
+        raise InvalidRequest(f"draft_model_path {path!r} does not exist on this worker", param="draft_model_path")
+    if model_format != "ggufv2":
+        if not os.path.isdir(path):
+            raise InvalidRequest(f"draft_model_path must be a folder for {model_format} weights",
+                                 param="draft_model_path")
+        return path
+    if not os.path.isdir(path):
+        return path
+    found = sorted(os.path.join(root, name) for root, _, names in os.walk(path) for name in names
+                   if name.lower().endswith(".gguf"))
+    if len(found) != 1:
+        what = "no .gguf file" if not found else f"{len(found)} .gguf files"
+        raise InvalidRequest(f"draft_model_path {path!r} holds {what}; name the draft's GGUF file",
+                             param="draft_model_path")
+    return found[0]

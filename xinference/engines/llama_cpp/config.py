@@ -1,15 +1,37 @@
 """Launch options of the llama.cpp engine, and how their defaults are sized to the worker.
 
-Users pass these as extra launch kwargs (``xinference launch ... --n_ctx 4096``); unknown names are a 400.
+Users pass these as extra launch kwargs (``xinference launch ... --n_ctx 4096``). Besides the typed options below,
+any field of llama.cpp's own ``common_params`` may be given by its dotted path (``sampling.top_k``,
+``speculative.draft.n_max``) or as a nested dict (``{"speculative": {"draft": {"n_max": 8}}}``), as in the original
+Xinference; they are checked against the installed xllamacpp's tree (``params_tree.py``): an unknown path or a bad
+value is a 400 naming it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["DEFAULT_CPU_SLOTS", "DEFAULT_GPU_SLOTS", "MAX_DEFAULT_CTX", "LlamaCppConfig", "ResolvedLlamaCppConfig"]
+from xinference.engines.llama_cpp.params_tree import flatten_options, load_tree
+from xinference.errors import InvalidRequest
+from xinference.model.draft import DraftAttachment
+
+if TYPE_CHECKING:
+    from xinference.model.gguf_info import GgufInfo
+
+__all__ = [
+    "ALL_LAYERS",
+    "DEFAULT_CPU_SLOTS",
+    "DEFAULT_GPU_SLOTS",
+    "GPU_RESERVE_BYTES",
+    "MAX_DEFAULT_CTX",
+    "GpuLayers",
+    "LlamaCppConfig",
+    "ResolvedLlamaCppConfig",
+    "estimate_gpu_layers",
+]
 
 #: Concurrent decoding slots on CPU. Measured on 2 cores with SmolLM2-135M: 4 slots give 1.45x the aggregate
 #: tokens/s of 1 slot, and with 2 slots (the original Xinference's default) the 3rd and 4th concurrent users wait
@@ -19,8 +41,15 @@ DEFAULT_GPU_SLOTS = 8
 #: Default context when the user does not set ``n_ctx``: the model's own, capped so the KV cache of a small
 #: machine stays modest. The KV cache is unified: any one request may use all of it.
 MAX_DEFAULT_CTX = 8192
+#: VRAM left free when estimating GPU layers: llama.cpp's compute buffers, the CUDA context and some slack.
+GPU_RESERVE_BYTES = 1 << 30
+#: llama.cpp reads a layer count past the model's own as "every layer, and the output layer too".
+ALL_LAYERS = 999
 
 KvCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+#: Bytes per KV cache element by type (block-quantized types include their scales).
+_KV_BYTES: dict[str, float] = {"f32": 4, "f16": 2, "bf16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
+                               "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
 
 
 class LlamaCppConfig(BaseModel):
@@ -34,34 +63,129 @@ class LlamaCppConfig(BaseModel):
     n_threads_batch: int | None = Field(default=None, ge=1, le=1024, description="prompt-processing threads")
     n_batch: int | None = Field(default=None, ge=1, le=1 << 16)
     n_ubatch: int | None = Field(default=None, ge=1, le=1 << 16)
-    n_gpu_layers: int | None = Field(default=None, ge=-1, description="-1: all layers on the GPU")
+    n_gpu_layers: int | None = Field(
+        default=None, ge=-1, description="layers on the GPU; -1: all; unset: all that fit in free VRAM (estimated)"
+    )
     kv_unified: bool = True
     flash_attn: Literal["auto", "on", "off"] = "auto"
     cache_type_k: KvCacheType | None = None
     cache_type_v: KvCacheType | None = None
     cache_prompt: bool = True
+    #: llama.cpp's own ``common_params`` fields by dotted path, collected from every other launch option
+    params: dict[str, Any] = Field(default_factory=dict, description="llama.cpp common_params by dotted path")
+    #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
+    draft: DraftAttachment | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_params(cls, data: Any) -> Any:
+        """Every option that is not a typed field is a path into llama.cpp's parameter tree."""
+        if not isinstance(data, dict):
+            return data
+        typed = {key: value for key, value in data.items() if key in cls.model_fields}
+        rest = {key: value for key, value in data.items() if key not in cls.model_fields}
+        if not rest:
+            return data
+        typed["params"] = {**flatten_options(dict(typed.get("params") or {})), **flatten_options(rest)}
+        return typed
+
+    @field_validator("params")
+    @classmethod
+    def _check_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        flat = flatten_options(value)
+        tree = load_tree()
+        if tree is None:  # no xllamacpp in this process: the model process checks them when it loads
+            return flat
+        try:
+            return tree.validate(flat)
+        except InvalidRequest as exc:
+            typo = exc.param or ""
+            if "." not in typo and "no parameter" in exc.message:
+                raise InvalidRequest(_unknown_option_message(typo, tree.leaves), param=typo) from None
+            raise
 
     def resolve(self, *, cpu_count: int, context_length: int | None, gpu: bool) -> ResolvedLlamaCppConfig:
-        """Fill every unset option from the worker's hardware and the model's context length."""
+        """Fill every unset option from the worker's hardware and the model's context length.
+
+        On a GPU worker an unset ``n_gpu_layers`` means every layer here; the engine then narrows it to what fits
+        in free VRAM (:func:`estimate_gpu_layers`, which needs the GGUF file).
+        """
         model_ctx = context_length or 4096
         threads = self.n_threads or max(1, cpu_count)
+        if self.n_gpu_layers is not None:
+            layers = ALL_LAYERS if self.n_gpu_layers == -1 else self.n_gpu_layers
+            offload = "all layers (n_gpu_layers=-1)" if self.n_gpu_layers == -1 else "set by n_gpu_layers"
+        elif not gpu:
+            layers, offload = 0, "none (no GPU)"
+        else:
+            layers, offload = ALL_LAYERS, "all layers"
         return ResolvedLlamaCppConfig(
             **self.model_dump(
-                exclude={"n_ctx", "n_parallel", "n_threads", "n_threads_batch", "n_gpu_layers"},
+                exclude={"n_ctx", "n_parallel", "n_threads", "n_threads_batch", "n_gpu_layers", "draft"},
             ),
+            draft=self.draft,
             n_ctx=self.n_ctx or min(model_ctx, MAX_DEFAULT_CTX),
             n_parallel=self.n_parallel or (DEFAULT_GPU_SLOTS if gpu else DEFAULT_CPU_SLOTS),
             n_threads=threads,
             n_threads_batch=self.n_threads_batch or threads,
-            n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else (-1 if gpu else 0),
+            n_gpu_layers=layers,
+            gpu_offload=offload,
         )
 
 
 class ResolvedLlamaCppConfig(LlamaCppConfig):
-    """The options actually used: every sizing field is set."""
+    """The options actually used: every sizing field is set, ``params`` reads back what llama.cpp's parameters
+    hold, and ``speculative`` says how tokens are drafted (empty when they are not)."""
 
     n_ctx: int
     n_parallel: int
     n_threads: int
     n_threads_batch: int
     n_gpu_layers: int
+    #: the draft's local path stays out of the launch result (``speculative`` names the draft instead)
+    draft: DraftAttachment | None = Field(default=None, exclude=True)
+    gpu_offload: str = ""
+    speculative: dict[str, Any] = Field(default_factory=dict)
+
+
+def _unknown_option_message(name: str, leaves: dict[str, Any]) -> str:
+    import difflib
+
+    names = sorted(set(LlamaCppConfig.model_fields) - {"params", "draft"}) + sorted(leaves)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return (f"llama.cpp does not take a launch option {name!r}{hint} (its typed options, or any field of llama.cpp's "
+            "common_params by dotted path such as sampling.top_k)")
+
+
+@dataclass(frozen=True)
+class GpuLayers:
+    """How many layers go on the GPU when the user did not say, and why (shown in the resolved config)."""
+
+    layers: int
+    note: str
+
+
+def estimate_gpu_layers(
+    info: GgufInfo, free_bytes: int, *, n_ctx: int, cache_type_k: str | None = None, cache_type_v: str | None = None
+) -> GpuLayers:
+    """Layers of a GGUF model that fit in ``free_bytes`` of VRAM with a KV cache of ``n_ctx`` tokens.
+
+    Each repeating block costs its weights plus its share of the KV cache; the embeddings and output layer, llama.cpp's
+    compute buffers and :data:`GPU_RESERVE_BYTES` come off the top. An estimate, not a guarantee: llama.cpp may
+    still run out of memory with unusual architectures, and ``n_gpu_layers`` overrides it.
+    """
+    gib = 1 << 30
+    k_bytes = _KV_BYTES.get(cache_type_k or "f16", 2.0)
+    v_bytes = _KV_BYTES.get(cache_type_v or "f16", 2.0)
+    kv_per_layer = int(n_ctx * info.n_head_kv * (info.key_length * k_bytes + info.value_length * v_bytes))
+    per_layer = info.layer_bytes + kv_per_layer
+    budget = free_bytes - GPU_RESERVE_BYTES - info.other_bytes
+    blocks = info.block_count
+    fit = max(0, budget // per_layer) if per_layer > 0 else blocks
+    weights = f"{info.weight_bytes / gib:.2f} GiB of weights"
+    free = f"{free_bytes / gib:.1f} GiB free"
+    if fit >= blocks:
+        return GpuLayers(ALL_LAYERS, f"all {blocks} layers (estimated: {weights}, {free})")
+    return GpuLayers(int(fit), f"{int(fit)} of {blocks} layers (estimated: {weights} and "
+                               f"{kv_per_layer * blocks / gib:.2f} GiB of KV cache, {free})")

@@ -22,7 +22,14 @@ import httpx
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.libcheck import check_library
-from xinference.engines.llama_cpp.config import LlamaCppConfig, ResolvedLlamaCppConfig
+from xinference.engines.llama_cpp.config import (
+    GpuLayers,
+    LlamaCppConfig,
+    ResolvedLlamaCppConfig,
+    estimate_gpu_layers,
+)
+from xinference.engines.llama_cpp.params_tree import load_tree
+from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -123,6 +130,7 @@ class LlamaCppEngine(Engine):
 
     _server: Any
     _pool: ThreadPoolExecutor | None = None
+    _speculation: SpeculationCounters
     _api_key: str = ""
     resolved: ResolvedLlamaCppConfig
 
@@ -136,12 +144,27 @@ class LlamaCppEngine(Engine):
         except ImportError as exc:
             raise LaunchFailed(f"llama.cpp needs the xllamacpp package ({_INSTALL_HINT}): {exc}") from exc
         assert isinstance(self.config, LlamaCppConfig)
-        self.resolved = self.config.resolve(
+        self._speculation = SpeculationCounters()
+        resolved = self.config.resolve(
             cpu_count=self.hardware.cpu_count,
             context_length=self.family.context_length,
-            gpu=self.hardware.cuda_available,
+            gpu=bool(self.hardware.gpus),
         )
-        params = self._build_params(xllamacpp, self.resolved)
+        auto = await asyncio.to_thread(self._auto_gpu_layers, resolved)
+        if auto is not None:
+            resolved = resolved.model_copy(update={"n_gpu_layers": auto.layers, "gpu_offload": auto.note})
+        tree = load_tree()
+        assert tree is not None  # xllamacpp imports here
+        # Validated again in this process: the supervisor may have checked them without xllamacpp.
+        resolved = resolved.model_copy(update={"params": tree.validate(resolved.params)})
+        extra, speculative = await asyncio.to_thread(plan_speculation, resolved, self.model_path)
+        params = self._build_params(xllamacpp, resolved)
+        tree.apply(params, {**resolved.params, **extra})
+        # What llama.cpp's parameters now hold, read back: the launch result shows the values really used.
+        self.resolved = resolved.model_copy(update={
+            "params": {path: tree.read(params, path) for path in resolved.params},
+            "speculative": speculative,
+        })
         logger.info("loading %s with llama.cpp: %s", self.model_uid, self.resolved.model_dump())
         try:
             self._server = await asyncio.to_thread(xllamacpp.Server, params)
@@ -151,6 +174,24 @@ class LlamaCppEngine(Engine):
         self._pool = ThreadPoolExecutor(
             max_workers=max(16, self.resolved.n_parallel * 4), thread_name_prefix=f"llama-{self.model_uid}"
         )
+
+    def _auto_gpu_layers(self, cfg: ResolvedLlamaCppConfig) -> GpuLayers | None:
+        """Layers that fit in this replica's free VRAM when the user left ``n_gpu_layers`` unset (NVIDIA GPUs;
+        Apple silicon shares its memory and keeps every layer on the GPU)."""
+        assert isinstance(self.config, LlamaCppConfig)
+        if self.config.n_gpu_layers is not None or not self.hardware.cuda_available:
+            return None
+        from xinference.model.gguf_info import read_gguf_info
+
+        try:
+            info = read_gguf_info(self.model_path)
+        except (OSError, ValueError) as exc:
+            logger.warning("could not read %s's GGUF header to size its GPU layers (%s): offloading all",
+                           self.model_uid, exc)
+            return None
+        free = sum(gpu.memory_free_bytes for gpu in self.hardware.gpus if gpu.vendor == "nvidia")
+        return estimate_gpu_layers(info, free, n_ctx=cfg.n_ctx, cache_type_k=cfg.cache_type_k,
+                                   cache_type_v=cfg.cache_type_v)
 
     def _build_params(self, xllamacpp: Any, cfg: ResolvedLlamaCppConfig) -> Any:
         params = xllamacpp.CommonParams()
@@ -183,6 +224,13 @@ class LlamaCppEngine(Engine):
             params.chat_template = self.family.chat_template
         return params
 
+    def stats(self) -> dict[str, Any]:
+        """Speculative decoding's counters (drafted and accepted tokens) when the model drafts; else empty."""
+        resolved = getattr(self, "resolved", None)
+        if resolved is None or not resolved.speculative.get("types"):
+            return {}
+        return {"speculative": {**resolved.speculative, **self._speculation.snapshot()}}
+
     async def unload(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -206,12 +254,13 @@ class LlamaCppEngine(Engine):
         if "error" in result:
             raise error_from_llama(result["error"])
         result["model"] = self.model_uid
-        result.pop("timings", None)
+        self._speculation.note(result.pop("timings", None))
         return result
 
     def _start(self, handler: Callable[..., Any], body: dict[str, Any]) -> ChunkStream:
         stream = ChunkStream()
         uid = self.model_uid
+        counters = self._speculation
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             # Runs on the engine thread for every token: keep it tiny. Returning True stops the request.
@@ -221,7 +270,9 @@ class LlamaCppEngine(Engine):
                 stream.finish(error_from_llama(chunk["error"]))
                 return True
             chunk["model"] = uid
-            chunk.pop("timings", None)
+            timings = chunk.pop("timings", None)
+            if timings is not None:  # the last chunk: draft figures of a speculative request
+                counters.note(timings)
             stream.push(chunk)
             return False
 
