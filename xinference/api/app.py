@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 import xoscar as xo
 from fastapi import FastAPI
 
-from xinference import __version__
+from xinference import __version__, settings
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
 from xinference.api.route_cache import RouteTable
@@ -23,16 +23,21 @@ from xinference.api.routers import (
     engines,
     generation,
     logs,
+    messages,
     models,
     registrations,
     rerank,
+    responses,
     ui,
 )
 from xinference.api.serving.embeddings import EmbeddingService
 from xinference.api.serving.generation import GenerationService
+from xinference.api.serving.messages import MessagesService
 from xinference.api.serving.models import ModelsService
 from xinference.api.serving.registrations import RegistrationsService
 from xinference.api.serving.rerank import RerankService
+from xinference.api.serving.response_store import ResponseStore
+from xinference.api.serving.responses import ResponsesService
 from xinference.core.supervisor import SupervisorActor
 
 __all__ = ["create_app"]
@@ -51,6 +56,10 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
+        # The agent APIs (issue 10): translated to and from the same engine calls as chat.
+        app.state.messages = MessagesService(app.state.generation, routes)
+        max_items, ttl = settings.responses_store_limits()
+        app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
         watcher = asyncio.create_task(routes.watch())
         try:
             yield
@@ -65,6 +74,8 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
         module.attach_router(app)
     for extra in (logs, engine_schemas, chat_templates, ui):  # the web UI and what its pages need (issue 11)
         extra.attach_router(app)
+    for agent_api in (messages, responses):  # Anthropic Messages and OpenAI Responses (issue 10)
+        agent_api.attach_router(app)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
     return app

@@ -1,0 +1,111 @@
+"""What ``POST /v1/responses``, ``GET /v1/responses/{id}`` and ``DELETE /v1/responses/{id}`` do.
+
+A request is translated into chat-completions parameters (:mod:`xinference.api.protocol.responses`), after the
+conversation of ``previous_response_id`` taken from the :class:`ResponseStore`, and served by the same engine calls
+as ``/v1/chat/completions`` (:class:`GenerationService`); the result or the chunks are translated back
+(:mod:`.responses_stream`). A finished response is stored unless the request said ``store: false``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, AsyncIterator
+
+from xinference.api.protocol.responses import ResponsesRequest, ResponsesTranslation
+from xinference.api.serving.generation import GenerationService
+from xinference.api.serving.response_store import ResponseStore
+from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, output_items
+from xinference.api.sse import encode_events
+from xinference.errors import EngineError, InvalidRequest, ResponseNotFound, XinferenceError
+
+__all__ = ["ResponsesService"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResponsesService:
+    """The Responses API over the chat serving path, with its store."""
+
+    def __init__(self, generation: GenerationService, store: ResponseStore) -> None:
+        self._generation = generation
+        self._store = store
+
+    async def create(self, body: ResponsesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
+        """A ``response`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
+        history = self._history(body.previous_response_id)
+        chat = body.to_chat(history)
+        await self._check_images(body.model, chat)
+        shape = ResponseShape(body.model, body.model_dump(exclude_none=True))
+        conversation = history + chat.added
+        if not body.stream:
+            result = await self._generation.complete("chat", body.model, chat.params)
+            choice = (result.get("choices") or [{}])[0]
+            message = choice.get("message") or {}
+            response = shape.finished(output_items(message), result.get("usage"), choice.get("finish_reason"))
+            self._keep(body, response, conversation, message)
+            return response
+        batches = await self._generation.open("chat", body.model, chat.params)
+        return self._events(body, shape, conversation, batches)
+
+    def get(self, response_id: str) -> dict[str, Any]:
+        entry = self._store.get(response_id)
+        if entry is None:
+            raise self._not_found(response_id, "response_id")
+        return entry.response
+
+    def delete(self, response_id: str) -> dict[str, Any]:
+        if not self._store.delete(response_id):
+            raise self._not_found(response_id, "response_id")
+        return {"id": response_id, "object": "response", "deleted": True}
+
+    def _not_found(self, response_id: str, param: str) -> ResponseNotFound:
+        return ResponseNotFound(
+            f"response {response_id[:80]!r} not found: responses are kept in the API's memory for "
+            f"{self._store.ttl:.0f} s (at most {self._store.max_items}), and never with store=false", param=param)
+
+    def _history(self, previous: str | None) -> list[dict[str, Any]]:
+        if previous is None:
+            return []
+        entry = self._store.get(previous)
+        if entry is None:
+            raise self._not_found(previous, "previous_response_id")
+        return list(entry.messages)
+
+    async def _check_images(self, model: str, chat: ResponsesTranslation) -> None:
+        if chat.image_param is None:
+            return
+        route = await self._generation.route(model, "chat")
+        if "vision" not in route.model_ability:
+            raise InvalidRequest(
+                f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
+                "text only, or use a model with the vision ability", param=chat.image_param)
+
+    def _keep(self, body: ResponsesRequest, response: dict[str, Any], conversation: list[dict[str, Any]],
+              message: dict[str, Any]) -> None:
+        if not body.store:
+            return
+        reply = {k: v for k, v in message.items() if k in ("role", "content", "reasoning_content", "tool_calls")}
+        reply.setdefault("role", "assistant")
+        reply["content"] = reply.get("content") or ""
+        self._store.put(response, conversation + [reply])
+
+    async def _events(self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]],
+                      batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+        stream = ResponseStream(shape)
+        async with contextlib.aclosing(batches):  # type: ignore[type-var]
+            try:
+                yield encode_events(stream.start())
+                async for batch in batches:
+                    events = [event for chunk in batch for event in stream.feed(chunk)]
+                    if events:
+                        yield encode_events(events)
+                events = stream.finish()
+                assert stream.response is not None
+                self._keep(body, stream.response, conversation, stream.message)
+                yield encode_events(events)
+            except XinferenceError as exc:
+                yield encode_events(stream.fail(exc))
+            except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing event
+                logger.exception("a Responses stream of %s failed", body.model)
+                yield encode_events(stream.fail(EngineError(f"the stream failed: {type(exc).__name__}")))
