@@ -50,6 +50,8 @@ class LaunchPlan:
     download_hub: str | None = None
     #: GPUs of the worker this replica may use (the worker sets the device visibility of the subprocess).
     gpu_indices: list[int] = field(default_factory=list)
+    #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
+    draft: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -140,6 +142,13 @@ class ModelActor(xo.StatelessActor):
             resolve_model_path, spec, plan.quantization, self._on_download, self._load_cancel,
             download_hub=plan.download_hub, model_path=plan.model_path, model_name=family.model_name,
         )
+        engine_config = dict(plan.engine_config)
+        if plan.draft is not None:
+            from xinference.model.draft import attach_draft
+
+            draft = await asyncio.to_thread(attach_draft, plan.draft, self._on_download, self._load_cancel,
+                                            plan.download_hub)
+            engine_config["draft"] = draft.model_dump()
         if self._load_cancel.is_set():
             raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
         self._load_progress = 1.0
@@ -149,7 +158,7 @@ class ModelActor(xo.StatelessActor):
             spec=spec,
             quantization=plan.quantization,
             model_path=path,
-            config=engine_cls.parse_config(plan.engine_config),
+            config=engine_cls.parse_config(engine_config),
             hardware=HardwareInfo.model_validate(plan.hardware),
         )
         await engine.load()

@@ -60,8 +60,9 @@ def convert_option_value(text: str) -> Any:
 def parse_engine_options(args: Sequence[str]) -> dict[str, Any]:
     """Turn leftover ``--name value`` (or ``--name=value``) pairs into engine launch options.
 
-    Dashes in names become underscores (``--n-ctx`` is ``n_ctx``). Raises :class:`click.UsageError` for a stray
-    value, an option without a value, a name that is not an identifier, or a name given twice.
+    Dashes in names become underscores (``--n-ctx`` is ``n_ctx``); dots reach nested engine parameters
+    (``--sampling.top_k 20``). Raises :class:`click.UsageError` for a stray value, an option without a value, a
+    name that is not an identifier (or dotted identifiers), or a name given twice.
     """
     options: dict[str, Any] = {}
     tokens = list(args)
@@ -78,7 +79,7 @@ def parse_engine_options(args: Sequence[str]) -> dict[str, Any]:
             i += 1
         i += 1
         key = name.replace("-", "_")
-        if not key.isidentifier():
+        if not all(part.isidentifier() for part in key.split(".")):
             raise click.UsageError(f"{token!r} is not a valid engine option name")
         if key in options:
             raise click.UsageError(f"engine option --{key} is given twice")

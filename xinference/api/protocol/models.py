@@ -93,7 +93,8 @@ class LaunchModelRequest(OpenAIRequest):
         if self.n_worker not in (None, 1):
             raise UnsupportedOption("n_worker > 1 (one model across workers) is not supported", param="n_worker")
         for key in extra:
-            if not key.isidentifier():
+            # dotted names reach nested engine parameters (llama.cpp's ``sampling.top_k``)
+            if not all(part.isidentifier() for part in key.split(".")):
                 raise InvalidRequest(f"invalid launch option name {key[:60]!r}", param=key)
         return {
             "model_name": self.model_name,

@@ -39,6 +39,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.custom import RegistrationStore
+from xinference.model.draft import plan_draft
 from xinference.model.matcher import choose_engine, match_engine
 from xinference.model.memory import check_fit
 from xinference.model.registry import ModelRegistry, SpecChoice
@@ -210,6 +211,9 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         matched = choose_engine(launch.model_engine, choices, self._devices_for(first, placements[0]))
         choice = matched.accepted[0]
         engine_cls = get_engine_class(matched.engine)
+        # enable_mtp / draft_model_path are launch fields: a draft plan for every replica, not engine options
+        launch.engine_kwargs, draft = plan_draft(self._registry, choice, matched.engine, engine_cls.config_class,
+                                                 launch.engine_kwargs)
         needed = engine_cls.gpus_needed(engine_cls.parse_config(launch.engine_kwargs))  # a 400 before any process
         if (needed and launch.n_gpu == "auto" and launch.gpu_idx is None and first.hardware.gpus
                 and needed != len(placements[0].gpu_indices)):
@@ -225,7 +229,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
 
         record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
                              hardware=self._devices_for(first, placements[0]),
-                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub})
+                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
+                                      "draft": draft})
         async with self._lock:
             if uid in self._models:
                 hint = "" if launch.model_uid else "; pass model_uid to run another instance"

@@ -85,8 +85,9 @@ class ModelRecord:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     hardware: HardwareInfo | None = None
     created: int = field(default_factory=lambda: int(time.time()))
-    #: ``model_path`` / ``download_hub`` of the launch, handed to every replica's LaunchPlan.
-    sources: dict[str, str | None] = field(default_factory=dict)
+    #: ``model_path`` / ``download_hub`` / ``draft`` (``model/draft.py``) of the launch, handed to every replica's
+    #: LaunchPlan.
+    sources: dict[str, Any] = field(default_factory=dict)
     #: (worker address, replica uid) of the replica being started right now; set while launching.
     pending: tuple[str, str] | None = None
     cancelled: bool = False
