@@ -1,4 +1,7 @@
-"""vLLM, SGLang and MLX adapters on this CPU machine: library checks, fit reasons, configs and CLI arguments."""
+"""vLLM, SGLang and MLX adapters on this CPU machine: library checks, fit reasons, configs and CLI arguments.
+
+vLLM's and SGLang's own fit, arguments and runner are tested in ``test_vllm*.py``, ``test_sglang*.py`` and
+``test_managed*.py``."""
 
 from __future__ import annotations
 
@@ -8,14 +11,11 @@ import pytest
 
 from tests.machines import linux, mac
 from xinference.core.hardware import HardwareInfo
-from xinference.engines.base import Verdict
 from xinference.engines.libcheck import check_library, version_tuple
 from xinference.engines.mlx.config import MLXConfig
 from xinference.engines.mlx.engine import MLXEngine
 from xinference.engines.registry import get_engine_class
-from xinference.engines.sglang.config import SGLangConfig
 from xinference.engines.sglang.engine import SGLangEngine
-from xinference.engines.vllm.config import VLLMConfig
 from xinference.engines.vllm.engine import VLLMEngine
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.registry import ModelRegistry
@@ -39,7 +39,7 @@ def test_registry_names_resolve() -> None:
     assert get_engine_class("mlx") is MLXEngine
 
 
-@pytest.mark.parametrize(("cls", "package"), [(VLLMEngine, "vllm"), (SGLangEngine, "sglang"), (MLXEngine, "mlx-lm")])
+@pytest.mark.parametrize(("cls", "package"), [(MLXEngine, "mlx-lm")])
 def test_check_lib_names_the_package_to_install(cls, package: str) -> None:  # type: ignore[no-untyped-def]
     verdict = cls.check_lib()
     assert not verdict
@@ -54,52 +54,12 @@ def test_check_library_versions(monkeypatch) -> None:  # type: ignore[no-untyped
     assert not too_old and "pydantic >= 99.0" in too_old.reason and "--upgrade" in too_old.reason
 
 
-@pytest.mark.parametrize("cls", [VLLMEngine, SGLangEngine])
-def test_gpu_servers_need_cuda_on_linux(cls) -> None:  # type: ignore[no-untyped-def]
-    needs = f"{cls.name} needs a CUDA GPU on Linux"
-    assert cls.match(QWEN3, _spec("pytorch"), CPU).reason == f"{needs}; this worker has none"
-    assert cls.match(QWEN3, _spec("pytorch"), MAC).reason == f"{needs}; this worker runs macOS"
-    for fmt in ("pytorch", "awq", "fp8"):
-        assert cls.match(QWEN3, _spec(fmt), CUDA)
-    rejected = cls.match(QWEN3, _spec("ggufv2"), CUDA)
-    assert not rejected and "not ggufv2" in rejected.reason
-
-
 def test_mlx_needs_apple_silicon_and_mlx_weights() -> None:
     assert MLXEngine.match(QWEN3, _spec("mlx"), MAC)
     assert MLXEngine.match(QWEN3, _spec("pytorch"), MAC).reason == "MLX needs an mlx-format spec, not pytorch"
     expected = "MLX needs macOS on Apple silicon; this worker is linux x86_64"
     assert MLXEngine.match(QWEN3, _spec("mlx"), CPU).reason == expected
     assert "darwin x86_64" in MLXEngine.match(QWEN3, _spec("mlx"), INTEL_MAC).reason
-
-
-def test_vllm_cli_args() -> None:
-    config = VLLMEngine.parse_config(
-        {"max_model_len": 8192, "gpu_memory_utilization": 0.85, "enforce_eager": True, "dtype": "bfloat16",
-         "enable_prefix_caching": False, "quantization": "awq", "max_num_seqs": 64}
-    )
-    assert isinstance(config, VLLMConfig)
-    args = config.to_cli_args(model_path="/m", served_model_name="qwen3", host="127.0.0.1", port=8001, gpu_count=2)
-    assert args[:5] == ["/m", "--served-model-name", "qwen3", "--host", "127.0.0.1"]
-    joined = " ".join(args)
-    for part in ("--port 8001", "--tensor-parallel-size 2", "--gpu-memory-utilization 0.85", "--max-model-len 8192",
-                 "--max-num-seqs 64", "--quantization awq", "--dtype bfloat16", "--enforce-eager",
-                 "--no-enable-prefix-caching"):
-        assert part in joined
-    assert "--trust-remote-code" not in args
-    default = VLLMConfig().to_cli_args(model_path="/m", served_model_name="u", host="h", port=1)
-    assert "--tensor-parallel-size" in default and default[default.index("--tensor-parallel-size") + 1] == "1"
-
-
-def test_sglang_cli_args() -> None:
-    config = SGLangEngine.parse_config({"tp_size": 4, "mem_fraction_static": 0.8, "context_length": 32768,
-                                        "disable_radix_cache": True})
-    assert isinstance(config, SGLangConfig)
-    args = config.to_cli_args(model_path="/m", served_model_name="q", host="127.0.0.1", port=30000)
-    joined = " ".join(args)
-    for part in ("--model-path /m", "--tp-size 4", "--mem-fraction-static 0.8", "--context-length 32768",
-                 "--disable-radix-cache", "--port 30000"):
-        assert part in joined
 
 
 def test_mlx_cli_args() -> None:
@@ -119,15 +79,6 @@ def _engine(cls, hardware: HardwareInfo, fmt: str):  # type: ignore[no-untyped-d
     spec = _spec(fmt)
     return cls(model_uid="u", family=QWEN3, spec=spec, quantization=spec.quantizations[0], model_path="/m",
                config=cls.config_class(), hardware=hardware)
-
-
-@pytest.mark.parametrize("cls", [VLLMEngine, SGLangEngine])
-def test_load_is_honest(cls, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(LaunchFailed, match=f"{cls.name} cannot start on this worker: .*needs a CUDA GPU"):
-        asyncio.run(_engine(cls, CPU, "pytorch").load())
-    monkeypatch.setattr(cls, "check_lib", classmethod(lambda c: Verdict.ok()))
-    with pytest.raises(LaunchFailed, match="runner .* not built yet"):
-        asyncio.run(_engine(cls, CUDA, "pytorch").load())
 
 
 def test_mlx_load_is_honest() -> None:

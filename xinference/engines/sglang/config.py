@@ -1,6 +1,6 @@
 """Launch options of the SGLang engine and their translation into ``sglang.launch_server`` arguments.
 
-SGLang runs as a managed subprocess speaking its own OpenAI protocol, so every option here ends up as a
+SGLang runs as a managed server process (:mod:`xinference.engines.managed`), so every option here ends up as a
 command-line flag of SGLang's server. Users pass them as extra launch kwargs; unknown names are a 400.
 """
 
@@ -40,6 +40,7 @@ class SGLangConfig(BaseModel):
     random_seed: int | None = None
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
+    start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
 
     def to_cli_args(
         self, *, model_path: str, served_model_name: str, host: str, port: int, gpu_count: int = 1

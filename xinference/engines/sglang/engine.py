@@ -1,26 +1,45 @@
 """SGLang: pytorch, AWQ, GPTQ and FP8 weights on CUDA GPUs under Linux, with continuous batching and a radix cache.
 
-The adapter decides fit (``check_lib``/``match``) and translates launch options (``SGLangConfig.to_cli_args``).
-SGLang will run as a managed subprocess speaking its own OpenAI protocol; that runner is not built yet, so ``load``
-says so instead of pretending.
+SGLang runs as its own OpenAI server (``python -m sglang.launch_server``) in the engine's environment
+(``xinference engine install SGLang``), started, proxied, watched and stopped by
+:mod:`xinference.engines.managed`; this module only says what to install, where it fits and how its options
+become arguments. It has no CPU build on PyPI (its wheel needs CUDA torch, flashinfer and CUDA kernels), so it is
+GPU only. Tool calls and reasoning go through SGLang's own parsers, chosen from the model family's declared
+formats; forced tool calls are built on structured output like vLLM's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from xinference.engines.pending import PendingRunnerEngine, cuda_linux_verdict
+from pydantic import BaseModel
+
+from xinference.engines.base import Verdict
+from xinference.engines.envs import EnvRecipe
+from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style
 from xinference.engines.sglang.config import SGLangConfig
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
-    from xinference.engines.base import Verdict
+    from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["SGLangEngine"]
+__all__ = ["NO_CPU_BUILD", "REASONING_PARSERS", "TOOL_PARSERS", "SGLangEngine"]
+
+NO_CPU_BUILD = "SGLang has no CPU build; it needs an NVIDIA GPU"
+
+#: A family's declared tool-call format -> SGLang's ``--tool-call-parser`` name.
+TOOL_PARSERS: dict[str, str] = {
+    "hermes": "qwen25", "qwen": "qwen25", "qwen2.5": "qwen25", "qwen3": "qwen", "qwen3_coder": "qwen3_coder",
+    "llama3": "llama3", "llama3_json": "llama3", "llama4": "llama4", "mistral": "mistral",
+    "deepseek_v3": "deepseekv3", "deepseek_v31": "deepseekv31", "pythonic": "pythonic", "kimi_k2": "kimi_k2",
+    "glm45": "glm", "gpt_oss": "gpt-oss",
+}
+#: A family's reasoning style (see ``managed.reasoning_style``) -> SGLang's ``--reasoning-parser`` name.
+REASONING_PARSERS: dict[str, str] = {"think": "deepseek-r1", "qwen3": "qwen3"}
 
 
-class SGLangEngine(PendingRunnerEngine):
-    """LLMs on NVIDIA GPUs through SGLang (managed subprocess)."""
+class SGLangEngine(ManagedServerEngine):
+    """LLMs on NVIDIA GPUs through SGLang's OpenAI server (managed subprocess)."""
 
     name: ClassVar[str] = "SGLang"
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
@@ -28,9 +47,52 @@ class SGLangEngine(PendingRunnerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = SGLangConfig
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
-    install_hint = 'pip install "sglang[all]"'
-    runner = "managed-process runner (SGLang's OpenAI server)"
 
     @classmethod
-    def platform_verdict(cls, hardware: HardwareInfo) -> Verdict:
-        return cuda_linux_verdict(cls.name, hardware)
+    def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        if hardware.os == "linux" and hardware.cuda_available:
+            return EnvRecipe(("sglang[all]",))
+        return None
+
+    @classmethod
+    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
+        if hardware.os == "linux" and not hardware.cuda_available:
+            return Verdict.reject(NO_CPU_BUILD)
+        where = cuda_linux_verdict(cls.name, hardware)
+        return where if not where else super().match(family, spec, hardware)
+
+    @classmethod
+    def gpus_needed(cls, config: BaseModel) -> int | None:
+        assert isinstance(config, SGLangConfig)
+        if config.tp_size is None and config.dp_size is None:
+            return None
+        return (config.tp_size or 1) * (config.dp_size or 1)
+
+    def tool_parser(self) -> str | None:
+        assert isinstance(self.config, SGLangConfig)
+        if self.config.tool_call_parser is not None:
+            return self.config.tool_call_parser
+        declared = (self.family.tool_call_format or "").lower()
+        return TOOL_PARSERS.get(declared) if declared else None
+
+    def reasoning_parser(self) -> str | None:
+        assert isinstance(self.config, SGLangConfig)
+        if self.config.reasoning_parser is not None:
+            return self.config.reasoning_parser
+        style = reasoning_style(self.family)
+        return REASONING_PARSERS.get(style) if style else None
+
+    def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
+        assert isinstance(self.config, SGLangConfig)
+        config = self.config.model_copy(update={"tool_call_parser": self.tool_parser(),
+                                                "reasoning_parser": self.reasoning_parser()})
+        args = [python, "-m", "sglang.launch_server",
+                *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
+                                    port=port, gpu_count=max(1, len(self.hardware.gpus))),
+                "--api-key", api_key]
+        if self.family.chat_template:
+            args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
+        return args
+
+    def server_env(self) -> dict[str, str]:
+        return {"DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}

