@@ -19,6 +19,7 @@ __all__ = [
     "envs_dir",
     "heartbeat_interval",
     "home_dir",
+    "llama_cpp_index_url",
     "logs_dir",
     "model_logs_dir",
     "model_restart_limit",
@@ -70,6 +71,14 @@ def envs_dir() -> Path:
     path = Path(raw).expanduser().resolve() if raw else home_dir() / "envs"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def llama_cpp_index_url() -> str | None:
+    """``XINFERENCE_LLAMA_CPP_INDEX_URL``: a package index serving GPU builds of xllamacpp (PyPI has CPU builds
+    only). When set, ``xinference engine install llama.cpp`` on a CUDA worker installs that build into llama.cpp's
+    own environment and its models run from it; unset, llama.cpp runs from the main environment."""
+    value = os.environ.get("XINFERENCE_LLAMA_CPP_INDEX_URL", "").strip()
+    return value or None
 
 
 def model_src() -> str | None:

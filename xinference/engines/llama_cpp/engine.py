@@ -16,12 +16,14 @@ import contextlib
 import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 import httpx
 
+from xinference import settings
+from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
-from xinference.engines.libcheck import check_library
+from xinference.engines.envs import EnvRecipe
 from xinference.engines.llama_cpp.config import (
     GpuLayers,
     LlamaCppConfig,
@@ -38,6 +40,9 @@ from xinference.errors import (
     ModelUnavailable,
     XinferenceError,
 )
+
+if TYPE_CHECKING:
+    from xinference.core.hardware import HardwareInfo
 
 __all__ = ["LlamaCppEngine", "error_from_llama"]
 
@@ -136,7 +141,22 @@ class LlamaCppEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        return check_library(cls.name, "xllamacpp", "xllamacpp", "0.2", _INSTALL_HINT)
+        return envs.check_engine_lib(cls.name, "xllamacpp", "xllamacpp", "0.2", _INSTALL_HINT)
+
+    @classmethod
+    def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        """A GPU build of xllamacpp from ``XINFERENCE_LLAMA_CPP_INDEX_URL`` on CUDA workers; None (the main
+        environment's build) otherwise.
+
+        PyPI's CPU wheels carry the same version numbers as the GPU ones, so that index is the only one pip reads
+        (``--index-url``, not ``--extra-index-url``, which could pick the CPU wheel), and the main environment's
+        CPU build, visible through the overlay, is ignored. xllamacpp has no dependencies.
+        """
+        url = settings.llama_cpp_index_url()
+        if url is None or not hardware.cuda_available:
+            return None
+        return EnvRecipe(("xllamacpp",), overlay=True,
+                         pip_args=("--index-url", url, "--ignore-installed", "--no-deps"))
 
     async def load(self) -> None:
         try:
