@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9997
 MODEL  ?= smollm2-instruct
 
-.PHONY: install dev serve test lint bench clean
+.PHONY: install dev serve test lint bench clean chromium
 
 install: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
@@ -35,8 +35,12 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 serve: install
 	$(BIN)/xinference-local --host $(HOST) --port $(PORT) --launch $(MODEL)
 
-test: dev
+test: dev chromium
 	$(BIN)/python -m pytest
+
+# The web UI's browser tests drive Debian's Chromium (never a browser download); installed once, as root.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 lint: dev
 	$(BIN)/ruff check xinference tests benchmark
