@@ -160,4 +160,6 @@ function App() {
     </div>`;
 }
 
-render(html`<${App} />`, document.getElementById("app"));
+const root = document.getElementById("app");
+root.textContent = ""; // drop the "Loading" placeholder: render() adds to what the container holds
+render(html`<${App} />`, root);

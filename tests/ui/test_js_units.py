@@ -1,0 +1,183 @@
+"""Unit tests of the UI's pure modules (the SSE parser, the launch-command builder, ...), run in Chromium.
+
+The modules are imported by the page itself (``import()``), so what is tested is exactly what the browser runs;
+no node. The UI folder is served by a small static server in this process.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from xinference.api.routers.ui import UI_DIR
+
+
+@pytest.fixture(scope="module")
+def ui_static() -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(UI_DIR))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, ui_static: str) -> Iterator[Any]:
+    context = browser.new_context()
+    page = context.new_page()
+    # A blank page on the same origin: modules are imported one by one, the app itself is not started.
+    # It carries index.html's import map, so bare specifiers ("preact", "marked") resolve as in the app.
+    import_map = re.search(r'<script type="importmap">.*?</script>', (UI_DIR / "index.html").read_text(), re.S)
+    assert import_map is not None
+    blank = f"<!doctype html><title>units</title>{import_map.group(0)}"
+    page.route(f"{ui_static}/blank.html", lambda route: route.fulfill(body=blank, content_type="text/html"))
+    page.goto(f"{ui_static}/blank.html")
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def run(page: Any, module: str, body: str) -> Any:
+    """Evaluate ``body`` (an async function body with ``m`` = the imported module) in the page."""
+    return page.evaluate(f"async () => {{ const m = await import('/{module}'); {body} }}")
+
+
+# -- SSE parser ------------------------------------------------------------------------------------------------
+
+
+def test_sse_events_split_across_reads(page: Any) -> None:
+    events = run(page, "lib/sse.js", """
+        const p = new m.SseParser();
+        const out = [];
+        for (const piece of ['da', 'ta: {"a":', '1}\\n', '\\ndata: [DO', 'NE]\\n\\n']) out.push(...p.push(piece));
+        return out;
+    """)
+    assert events == [{"event": "message", "data": '{"a":1}', "id": None}, {"event": "message", "data": "[DONE]",
+                                                                            "id": None}]
+
+
+def test_sse_line_endings_comments_fields_and_multiline_data(page: Any) -> None:
+    events = run(page, "lib/sse.js", """
+        const p = new m.SseParser();
+        const out = [];
+        // CRLF split between reads, a lone CR, a keep-alive comment, event/id fields, two data lines.
+        out.push(...p.push(': keep-alive\\r\\nevent: error\\r'));
+        out.push(...p.push('\\nid: 7\\rdata: line one\\ndata:line two\\r\\n\\r\\n'));
+        out.push(...p.push('data: no blank line yet'));
+        out.push(...p.finish());
+        return out;
+    """)
+    assert events == [{"event": "error", "data": "line one\nline two", "id": "7"}]
+
+
+def test_sse_blank_lines_without_data_dispatch_nothing(page: Any) -> None:
+    events = run(page, "lib/sse.js", "const p = new m.SseParser(); return p.push('\\n\\nevent: x\\n\\n:c\\n\\n');")
+    assert events == []
+
+
+def test_read_json_stream_counts_reads_and_stops_at_done(page: Any) -> None:
+    result = run(page, "lib/sse.js", """
+        const pieces = ['data: {"n":1}\\n\\n', 'data: {"n":2}\\n\\ndata: {"n":3}\\n\\n', ': ping\\n\\n',
+                        'data: [DONE]\\n\\n', 'data: {"n":99}\\n\\n'];
+        const enc = new TextEncoder();
+        const body = new ReadableStream({ start(c) { for (const s of pieces) c.enqueue(enc.encode(s)); c.close(); } });
+        const seen = [];
+        const reads = await m.readJsonStream(new Response(body), (d) => seen.push(d.n));
+        return { seen, reads };
+    """)
+    assert result == {"seen": [1, 2, 3], "reads": 3}  # the comment-only read carried no frame
+
+
+def test_read_json_stream_raises_on_an_error_frame(page: Any) -> None:
+    message = run(page, "lib/sse.js", """
+        const text = 'data: {"n":1}\\n\\ndata: {"error": {"message": "engine died"}}\\n\\ndata: [DONE]\\n\\n';
+        try { await m.readJsonStream(new Response(text), () => {}); return 'no error'; }
+        catch (e) { return e.constructor.name + ': ' + e.message; }
+    """)
+    assert message == "StreamError: engine died"
+
+
+def test_read_json_stream_handles_utf8_split_inside_a_character(page: Any) -> None:
+    text = run(page, "lib/sse.js", """
+        const bytes = new TextEncoder().encode('data: {"t":"Paris \u00e9t\u00e9 \u2713"}\\n\\n');
+        const body = new ReadableStream({ start(c) {
+            for (let i = 0; i < bytes.length; i += 3) c.enqueue(bytes.slice(i, i + 3)); c.close(); } });
+        let out = '';
+        await m.readJsonStream(new Response(body), (d) => { out += d.t; });
+        return out;
+    """)
+    assert text == "Paris \u00e9t\u00e9 \u2713"
+
+
+# -- launch command builder ------------------------------------------------------------------------------------
+
+
+def test_launch_command_defaults_are_left_out(page: Any) -> None:
+    command = run(page, "lib/launch_cmd.js", """
+        return m.buildLaunchCommand({model_name: 'smollm2-instruct', model_type: 'LLM', model_engine: 'llama.cpp',
+            model_format: 'ggufv2', model_size_in_billions: '0_135', quantization: 'Q4_1', replica: 1},
+            'http://127.0.0.1:9997/');
+    """)
+    assert command == "xinference launch -n smollm2-instruct -en llama.cpp -f ggufv2 -s 0_135 -q Q4_1"
+
+
+def test_launch_command_options_placement_endpoint_and_quoting(page: Any) -> None:
+    command = run(page, "lib/launch_cmd.js", """
+        return m.buildLaunchCommand({model_name: 'my-model', model_type: 'embedding', model_uid: 'emb 1',
+            replica: 2, n_gpu: null, worker_ip: '10.0.0.2:3000', gpu_idx: [0, 1], n_ctx: 4096, kv_unified: false,
+            chat_template: "it's", wait_ready: false, empty: ''}, 'http://gpu-box:9997');
+    """)
+    assert command == (
+        "xinference launch -n my-model -t embedding -u 'emb 1' -r 2 --n-gpu none --worker_ip 10.0.0.2:3000 "
+        "--gpu_idx 0,1 --n_ctx 4096 --kv_unified false --chat_template 'it'\\''s' -e http://gpu-box:9997"
+    )
+
+
+def test_launch_command_round_trips_through_the_cli_parser(page: Any) -> None:
+    # What the page prints must be what the CLI understands: parse it back with the CLI's own option parser.
+    import shlex
+
+    from xinference.deploy.cli import parse_engine_options
+
+    command = run(page, "lib/launch_cmd.js", """
+        return m.buildLaunchCommand({model_name: 'smollm2-instruct', n_ctx: 2048, n_parallel: 1,
+            flash_attn: 'off', cache_prompt: true}, '');
+    """)
+    words = shlex.split(command)
+    assert words[:4] == ["xinference", "launch", "-n", "smollm2-instruct"]
+    assert parse_engine_options(words[4:]) == {"n_ctx": 2048, "n_parallel": 1, "flash_attn": "off",
+                                               "cache_prompt": True}
+
+
+# -- small helpers ---------------------------------------------------------------------------------------------
+
+
+def test_markdown_is_sanitised(page: Any) -> None:
+    out = run(page, "lib/markdown.js", """
+        return m.renderMarkdown('**bold** <img src=x onerror=alert(1)><script>alert(2)</script>'
+            + '[x](javascript:alert(3))\\n\\n```py\\nprint(1)\\n```');
+    """)
+    assert "<strong>bold</strong>" in out
+    assert "<pre><code" in out and "print(1)" in out
+    for bad in ("onerror", "<script", "javascript:", "<img"):
+        assert bad not in out
+
+
+def test_error_message_reads_both_error_shapes(page: Any) -> None:
+    out = run(page, "lib/api.js", """
+        return [m.errorMessage({error: {message: 'a'}, detail: 'b'}, 'x'), m.errorMessage({detail: 'b'}, 'x'),
+                m.errorMessage({detail: [{msg: 'field required'}]}, 'x'), m.errorMessage(null, 'x')];
+    """)
+    assert out == ["a", "b", "field required", "x"]
