@@ -53,6 +53,7 @@ class _SamplingRequest(OpenAIRequest):
     top_k: int | None = Field(default=None, ge=-1)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     repeat_penalty: float | None = Field(default=None, gt=0.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, description="vLLM's name of repeat_penalty")
     ignore_eos: bool | None = None
 
     @field_validator("stop")
@@ -66,9 +67,15 @@ class _SamplingRequest(OpenAIRequest):
         return stops
 
     def _common_params(self, include: tuple[str, ...]) -> dict[str, Any]:
-        if self.n not in (None, 1):
-            raise UnsupportedOption("n > 1 (several choices per request) is not supported; send n requests", param="n")
+        # ``n`` reaches the engine only when it asks for several choices: an engine that cannot make them answers a
+        # 400 naming ``n`` (engines never see a field they could drop silently).
         params = self.model_dump(include=set(include), exclude_none=True)
+        if self.n is not None and self.n > 1:
+            params["n"] = self.n
+        if self.repetition_penalty is not None:
+            if self.repeat_penalty is not None and self.repeat_penalty != self.repetition_penalty:
+                raise UnsupportedOption("give repeat_penalty or repetition_penalty, not both", param="repeat_penalty")
+            params["repeat_penalty"] = self.repetition_penalty
         if self.stream_options is not None:
             params["stream_options"] = {"include_usage": self.stream_options.include_usage}
         return params
@@ -92,11 +99,13 @@ class ChatCompletionRequest(_SamplingRequest):
     parallel_tool_calls: bool | None = None
     # -- extensions --------------------------------------------------------------------------------------------
     chat_template_kwargs: dict[str, Any] | None = None
+    #: reasoning models: think first (default) or answer at once; also read from ``chat_template_kwargs``
+    enable_thinking: bool | None = None
 
     def to_engine_params(self) -> dict[str, Any]:
         params = self._common_params(
             _COMMON + ("top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
-                       "chat_template_kwargs")
+                       "chat_template_kwargs", "enable_thinking")
         )
         params["messages"] = [m.model_dump(exclude_none=True) for m in self.messages]
         if self.max_completion_tokens is not None and self.max_tokens is None:

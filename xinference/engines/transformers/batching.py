@@ -60,6 +60,12 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     stop: tuple[str, ...] = ()
     stop_token_ids: frozenset[int] = frozenset()
+    min_p: float = 0.0
+    #: (token id, bias) added to the logits before anything else (OpenAI ``logit_bias``)
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    #: record each chosen token's log-probability, with this many alternatives (``top_logprobs``)
+    logprobs: bool = False
+    top_logprobs: int = 0
 
 
 @dataclass(eq=False)
@@ -76,6 +82,10 @@ class Sequence:
     generator: Any = None
     counts: Any = None
     seen: Any = None
+    #: a :class:`xinference.engines.grammar.GrammarMatcher` when the output is constrained
+    grammar: Any = None
+    #: per generated token when ``params.logprobs``: (token id, logprob, [(alternative id, logprob), ...])
+    token_logprobs: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -313,18 +323,42 @@ class Scheduler:
 
     # -- sampling and output ---------------------------------------------------------------------------------
     def _sample(self, seq: Sequence, logits: Any) -> int:
+        return self._pick(seq, self._processed(seq, logits))
+
+    def _processed(self, seq: Sequence, logits: Any) -> Any:
+        """The logits after logit_bias, penalties and the grammar's mask (what greedy decoding takes the max of)."""
         import torch
 
         params = seq.params
         logits = logits.float()
+        if params.logit_bias:
+            ids = torch.tensor([t for t, _ in params.logit_bias], dtype=torch.long, device=logits.device)
+            bias = torch.tensor([b for _, b in params.logit_bias], dtype=logits.dtype, device=logits.device)
+            logits = logits.index_add(0, ids, bias)
         if seq.seen is not None:
             picked = logits[seq.seen]
             logits[seq.seen] = torch.where(picked > 0, picked / params.repetition_penalty,
                                            picked * params.repetition_penalty)
         if seq.counts is not None:
             logits = logits - params.frequency_penalty * seq.counts - params.presence_penalty * (seq.counts > 0)
+        if seq.grammar is not None:
+            from xinference.engines.grammar import allocate_bitmask, apply_bitmask_torch
+
+            row = allocate_bitmask(1, logits.shape[-1])[0]
+            seq.grammar.fill_bitmask(row)
+            logits = apply_bitmask_torch(logits, row)
+        return logits
+
+    def _pick(self, seq: Sequence, logits: Any) -> int:
+        import torch
+
+        params = seq.params
         if params.temperature <= 0:
-            return int(torch.argmax(logits))
+            token = int(torch.argmax(logits))
+            self._record_logprobs(seq, logits, token)
+            return token
+        if params.logprobs:
+            original = logits
         logits = logits / params.temperature
         if 0 < params.top_k < logits.shape[-1]:
             threshold = torch.topk(logits, params.top_k).values[-1]
@@ -335,22 +369,51 @@ class Scheduler:
             drop = cumulative - torch.softmax(ordered, dim=-1) > params.top_p  # keep the token that crosses top_p
             logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
         probs = torch.softmax(logits, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=seq.generator))
+        if params.min_p > 0:
+            probs = probs.masked_fill(probs < params.min_p * probs.max(), 0.0)
+        token = int(torch.multinomial(probs, 1, generator=seq.generator))
+        if params.logprobs:
+            self._record_logprobs(seq, original, token)
+        return token
+
+    @staticmethod
+    def _record_logprobs(seq: Sequence, logits: Any, token: int) -> None:
+        """Log-probabilities of the processed distribution (before temperature): greedy picks its top entry."""
+        import torch
+
+        params = seq.params
+        if not params.logprobs:
+            return
+        logprobs = torch.log_softmax(logits, dim=-1)
+        top: list[tuple[int, float]] = []
+        if params.top_logprobs > 0:
+            values, ids = torch.topk(logprobs, params.top_logprobs)
+            top = [(int(i), float(v)) for i, v in zip(ids, values, strict=True)]
+        seq.token_logprobs.append((token, float(logprobs[token]), top))
 
     def _accept(self, seq: Sequence, token: int) -> None:
         """Record a sampled token, emit the text that is now safe to send, and decide whether the sequence ends."""
         params = seq.params
         if token in params.stop_token_ids:
+            if params.logprobs and seq.token_logprobs:
+                seq.token_logprobs.pop()  # the end of the sequence is not part of the output
             self._emit(seq, final=True)
             self._finish(seq, "stop")
             return
         seq.generated.append(token)
+        grammar_done = False
+        if seq.grammar is not None:
+            if not seq.grammar.accept(token):
+                seq.finish_reason = "error"  # leaves the batch at the next step; the others go on
+                seq.sink.on_error(seq, EngineError(f"the grammar refused a token it allowed: {seq.grammar.error}"))
+                return
+            grammar_done = seq.grammar.done
         if seq.counts is not None:
             seq.counts[token] += 1
         if seq.seen is not None:
             seq.seen[token] = True
-        stopped = self._emit(seq, final=len(seq.generated) >= params.max_tokens)
-        if stopped:
+        stopped = self._emit(seq, final=grammar_done or len(seq.generated) >= params.max_tokens)
+        if stopped or grammar_done:
             self._finish(seq, "stop")
         elif len(seq.generated) >= params.max_tokens:
             self._finish(seq, "length")

@@ -11,37 +11,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Any, ClassVar, Iterator
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.grammar import Constraint, GrammarTokenizer
 from xinference.engines.libcheck import check_library
-from xinference.engines.transformers.batching import SamplingParams, Scheduler, Sequence
+from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
+from xinference.engines.transformers.outputs import (
+    CollectSink,
+    StreamGroup,
+    StreamSink,
+    chat_logprobs,
+    completion_logprobs,
+    usage,
+)
+from xinference.engines.transformers.requests import RequestPlan, sampling_params, template_kwargs
 from xinference.errors import (
     ContextLengthExceeded,
     InvalidRequest,
     LaunchFailed,
     ModelUnavailable,
-    UnsupportedOption,
     XinferenceError,
 )
+from xinference.model.parsers.postprocess import ChatOutputParser
+from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
+from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
 
 __all__ = ["TransformersEngine"]
 
 logger = logging.getLogger(__name__)
 
 _INSTALL_HINT = "pip install 'xinference[transformers]'"
-#: Request fields this engine cannot honour yet; each is a 400 naming it.
-_UNSUPPORTED = {
-    "tools": "tool calls are not supported by the Transformers engine yet; use llama.cpp",
-    "response_format": "response_format (JSON mode) is not supported by the Transformers engine yet",
-    "logprobs": "logprobs are not supported by the Transformers engine yet",
-    "logit_bias": "logit_bias is not supported by the Transformers engine yet",
-}
 
 
 @contextlib.contextmanager
@@ -52,84 +59,6 @@ def _template_errors() -> Iterator[None]:
         raise
     except Exception as exc:  # noqa: BLE001 - a template that fails on these messages is the client's problem
         raise InvalidRequest(f"the chat template cannot render these messages: {exc}", param="messages") from exc
-
-
-class _StreamSink:
-    """Turns a sequence's text into chunks pushed to a ChunkStream (runs on the scheduler thread)."""
-
-    def __init__(self, stream: ChunkStream, kind: str, uid: str, prompt_tokens: int, include_usage: bool) -> None:
-        self.stream = stream
-        self.kind = kind
-        self.uid = uid
-        self.prompt_tokens = prompt_tokens
-        self.include_usage = include_usage
-        self.id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    @property
-    def cancelled(self) -> bool:
-        return self.stream.cancelled
-
-    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.uid, "choices": choices}
-
-    def _choice(self, text: str | None, finish: str | None) -> dict[str, Any]:
-        if self.kind == "chat":
-            delta = {} if text is None else {"content": text}
-            return {"index": 0, "delta": delta, "finish_reason": finish}
-        return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
-
-    def start(self) -> None:
-        if self.kind == "chat":
-            first = self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-            self.stream.push(first)
-
-    def on_text(self, seq: Sequence, text: str) -> None:
-        self.stream.push(self._chunk([self._choice(text, None)]))
-
-    def on_finish(self, seq: Sequence, reason: str) -> None:
-        self.stream.push(self._chunk([self._choice(None, reason)]))
-        if self.include_usage:
-            usage = self._chunk([])
-            usage["usage"] = _usage(self.prompt_tokens, len(seq.generated))
-            self.stream.push(usage)
-        self.stream.finish()
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None:
-        self.stream.finish(error)
-
-
-class _CollectSink:
-    """Collects a whole completion and resolves a future on the actor's loop (runs on the scheduler thread)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[str] = loop.create_future()
-        self.parts: list[str] = []
-        self.cancelled = False
-
-    def on_text(self, seq: Sequence, text: str) -> None:
-        self.parts.append(text)
-
-    def on_finish(self, seq: Sequence, reason: str) -> None:
-        self.loop.call_soon_threadsafe(_resolve, self.future, "".join(self.parts), None)
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None:
-        self.loop.call_soon_threadsafe(_resolve, self.future, None, error)
-
-
-def _resolve(future: asyncio.Future[str], value: str | None, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value or "")
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class TransformersEngine(Engine):
@@ -145,6 +74,8 @@ class TransformersEngine(Engine):
     _scheduler: Scheduler | None = None
     _tokenizer: Any = None
     _stop_token_ids: frozenset[int] = frozenset()
+    _vocab_size: int = 0
+    _grammar_tok: GrammarTokenizer | None = None
 
     @classmethod
     def check_lib(cls) -> Verdict:
@@ -177,6 +108,8 @@ class TransformersEngine(Engine):
             raise LaunchFailed(f"Transformers could not load {self.model_uid}: {exc}") from exc
         self._tokenizer = scheduler.tokenizer
         self._stop_token_ids = self._collect_stop_ids(scheduler.model, scheduler.tokenizer)
+        self._vocab_size = int(scheduler.model.config.vocab_size)
+        self._grammar_lock = threading.Lock()
         self._scheduler = scheduler
 
     def _load_model(self) -> tuple[Any, Any]:
@@ -221,92 +154,149 @@ class TransformersEngine(Engine):
         return self._scheduler
 
     # -- requests ------------------------------------------------------------------------------------------------
+    def _render(self, request: dict[str, Any]) -> str:
+        """The chat prompt: the tokenizer's template (else the family's), tools described when it cannot."""
+        tokenizer = self._tokenizer
+        own = getattr(tokenizer, "chat_template", None)
+        template = None if own else self.family.chat_template
+        if template is None and not own:
+            raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
+                                 param="messages")
+        messages = request["messages"]
+        tools = request.get("tools") or None
+        if tools and not template_renders_tools(template or own):
+            messages, tools = with_tools(messages, tools), None  # the template would leave them out
+        with _template_errors():
+            text: str = tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False,
+                **template_kwargs(request),
+            )
+        return text
+
     def _prompt_ids(self, kind: str, request: dict[str, Any]) -> list[int]:
         tokenizer = self._tokenizer
         if kind == "completions":
             ids: list[int] = tokenizer(request["prompt"], add_special_tokens=True)["input_ids"]
             return ids
-        template = None if getattr(tokenizer, "chat_template", None) else self.family.chat_template
-        if template is None and not getattr(tokenizer, "chat_template", None):
-            raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
-                                 param="messages")
-        with _template_errors():
-            text = tokenizer.apply_chat_template(
-                request["messages"], chat_template=template, add_generation_prompt=True, tokenize=False,
-                **(request.get("chat_template_kwargs") or {}),
-            )
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(self._render(request), add_special_tokens=False)["input_ids"]
         return ids
 
-    def _sequence_params(self, request: dict[str, Any], prompt_len: int) -> SamplingParams:
-        for field, why in _UNSUPPORTED.items():
-            if request.get(field):
-                raise UnsupportedOption(why, param=field)
+    def _plan(self, kind: str, request: dict[str, Any], prompt_len: int) -> RequestPlan:
         limit = self.resolved.max_model_len
         room = limit - prompt_len
         if room < 1:
             raise ContextLengthExceeded(
                 f"the prompt is {prompt_len} tokens but this model's context holds {limit} tokens; shorten the "
                 "prompt or relaunch the model with a larger max_model_len", param="messages")
-        max_tokens = min(int(request.get("max_tokens") or room), room)
-        stops = tuple(dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]))
-        temperature = request.get("temperature")
-        return SamplingParams(
-            max_tokens=max_tokens,
-            temperature=1.0 if temperature is None else float(temperature),
-            top_p=float(request.get("top_p") or 1.0),
-            top_k=max(0, int(request.get("top_k") or 0)),
-            seed=request.get("seed"),
-            repetition_penalty=float(request.get("repeat_penalty") or 1.0),
-            presence_penalty=float(request.get("presence_penalty") or 0.0),
-            frequency_penalty=float(request.get("frequency_penalty") or 0.0),
-            stop=tuple(s for s in stops if s),
-            stop_token_ids=frozenset() if request.get("ignore_eos") else self._stop_token_ids,
+        stops = tuple(s for s in dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]) if s)
+        return sampling_params(
+            kind, request, max_tokens=min(int(request.get("max_tokens") or room), room), stop=stops,
+            stop_token_ids=self._stop_token_ids, vocab_size=self._vocab_size,
+            tool_format=tool_call_format_of(self.family),
         )
 
-    def _build(self, kind: str, request: dict[str, Any]) -> tuple[list[int], SamplingParams]:
+    def _grammar_tokenizer(self) -> GrammarTokenizer:
+        """Built at the first constrained request (~0.5 s), then shared."""
+        with self._grammar_lock:
+            if self._grammar_tok is None:
+                self._grammar_tok = GrammarTokenizer.from_hf(self._tokenizer, self._vocab_size,
+                                                             sorted(self._stop_token_ids))
+            return self._grammar_tok
+
+    def _output_parser(self, request: dict[str, Any], prompt_text: str | None,
+                       constraint: Constraint | None) -> ChatOutputParser | None:
+        if constraint is not None and constraint.kind != "tool_call":
+            return None  # the grammar made it JSON: nothing to parse out of it
+        tags = reasoning_tags_of(self.family)
+        primed = bool(tags and prompt_text and prompt_text.rstrip().endswith(tags.start))
+        fmt = constraint.tool_format if constraint is not None else None
+        return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
+
+    async def _build(self, kind: str, request: dict[str, Any]) -> tuple[list[int], RequestPlan, str | None]:
         self._ready()
-        ids = self._prompt_ids(kind, request)
-        return ids, self._sequence_params(request, len(ids))
+        prompt_text = self._render(request) if kind == "chat" else None
+        if prompt_text is not None:
+            ids: list[int] = self._tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = self._prompt_ids(kind, request)
+        plan = self._plan(kind, request, len(ids))
+        if plan.constraint is not None:
+            tokenizer = await asyncio.to_thread(self._grammar_tokenizer)
+            plan.constraint.matcher(tokenizer)  # a schema llguidance cannot build is a 400 before any token
+        return ids, plan, prompt_text
+
+    def _sequences(self, ids: list[int], plan: RequestPlan, sinks: list[Any]) -> list[Sequence]:
+        seqs = []
+        for index, sink in enumerate(sinks):
+            params = plan.params
+            if params.seed is not None and index:
+                params = dataclasses.replace(params, seed=params.seed + index)  # n choices, not n copies
+            seq = Sequence(ids, params, sink)
+            if plan.constraint is not None:
+                assert self._grammar_tok is not None
+                seq.grammar = plan.constraint.matcher(self._grammar_tok)
+            seqs.append(seq)
+        return seqs
 
     async def _complete(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        ids, params = self._build(kind, request)
-        sink = _CollectSink(asyncio.get_running_loop())
-        seq = Sequence(ids, params, sink)
+        ids, plan, prompt_text = await self._build(kind, request)
+        loop = asyncio.get_running_loop()
+        sinks = [CollectSink(loop) for _ in range(plan.n)]
+        seqs = self._sequences(ids, plan, sinks)
         scheduler = self._ready()
-        scheduler.submit(seq)
+        for seq in seqs:
+            scheduler.submit(seq)
         try:
-            text = await sink.future
-        except asyncio.CancelledError:
-            sink.cancelled = True  # the caller went away: the sequence leaves the batch at the next step
+            texts = await asyncio.gather(*(sink.future for sink in sinks))
+        except (asyncio.CancelledError, XinferenceError):
+            for sink in sinks:
+                sink.cancelled = True  # the caller went away: the sequences leave the batch at the next step
             scheduler.wake()
             raise
-        usage = _usage(len(ids), len(seq.generated))
-        reason = seq.finish_reason or "stop"
+        choices = [self._choice(kind, i, text, seq) for i, (text, seq) in enumerate(zip(texts, seqs, strict=True))]
+        obj, prefix = ("chat.completion", "chatcmpl") if kind == "chat" else ("text_completion", "cmpl")
+        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
+                    "model": self.model_uid, "choices": choices,
+                    "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs))}
         if kind == "chat":
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": reason}
-            obj, prefix = "chat.completion", "chatcmpl"
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
-            obj, prefix = "text_completion", "cmpl"
-        return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
-                "model": self.model_uid, "choices": [choice], "usage": usage}
+            parser = self._output_parser(request, prompt_text, plan.constraint)
+            if parser is not None:
+                parser.fix_response(response)
+            if request.get("parallel_tool_calls") is False:
+                for choice in choices:
+                    calls = choice["message"].get("tool_calls")
+                    if calls:
+                        del calls[1:]
+        return response
 
-    def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
-        ids, params = self._build(kind, request)
+    def _choice(self, kind: str, index: int, text: str, seq: Sequence) -> dict[str, Any]:
+        reason = seq.finish_reason or "stop"
+        entries = seq.token_logprobs if seq.params.logprobs else []
+        if kind == "chat":
+            return {"index": index, "message": {"role": "assistant", "content": text},
+                    "logprobs": chat_logprobs(self._tokenizer, entries) if entries else None, "finish_reason": reason}
+        logprobs = completion_logprobs(self._tokenizer, entries) if seq.params.logprobs else None
+        return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
+
+    async def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
+        ids, plan, prompt_text = await self._build(kind, request)
         stream = ChunkStream()
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        sink = _StreamSink(stream, kind, self.model_uid, len(ids), include_usage)
-        sink.start()
-        self._ready().submit(Sequence(ids, params, sink))
+        parser = self._output_parser(request, prompt_text, plan.constraint) if kind == "chat" else None
+        group = StreamGroup(stream, kind, self.model_uid, len(ids), plan.n, include_usage,
+                            parser.stream() if parser is not None else None, self._tokenizer)
+        group.start(plan.n)
+        seqs = self._sequences(ids, plan, [StreamSink(group, i) for i in range(plan.n)])
+        scheduler = self._ready()
+        for seq in seqs:
+            scheduler.submit(seq)
         return stream
 
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._complete("chat", request)
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return self._stream("chat", request)
+        return await self._stream("chat", request)
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
@@ -317,4 +307,4 @@ class TransformersEngine(Engine):
         return await self._complete("completions", request)
 
     async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return self._stream("completions", request)
+        return await self._stream("completions", request)
