@@ -26,14 +26,16 @@ def _table(registry: ModelRegistry, name: str, *workers: HardwareInfo, labels=No
 
 
 def test_engine_order_prefers_gpu_servers() -> None:
-    assert list(ENGINE_ORDER[:4]) == ["vLLM", "SGLang", "MLX", "llama.cpp"]
+    assert list(ENGINE_ORDER[:5]) == ["vLLM", "SGLang", "llama.cpp", "Transformers", "MLX"]
 
 
-def test_cpu_linux(registry: ModelRegistry) -> None:
+def test_cpu_linux(registry: ModelRegistry, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("XINFERENCE_ENVS_DIR", str(tmp_path))  # no engine env installed
     table = _table(registry, "smollm2-instruct", CPU_LINUX)
     assert table["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker has none"
     assert table["SGLang"] == "SGLang needs a CUDA GPU on Linux; this worker has none"
-    assert table["MLX"] == "MLX needs macOS on Apple silicon; this worker is linux x86_64"
+    # MLX fits a Linux CPU (pytorch weights, mlx[cpu]) once its env is installed
+    assert table["MLX"] == "MLX is not installed on this worker; install it with `xinference engine install MLX`"
     accepted = table["llama.cpp"]
     assert isinstance(accepted, list)
     assert {"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
@@ -48,7 +50,7 @@ def test_cuda_linux_vllm_fits_the_format_but_needs_its_library(registry: ModelRe
     for engine in ("vLLM", "SGLang"):
         assert isinstance(table[engine], str) and "not installed" in table[engine]
     assert isinstance(table["llama.cpp"], list)
-    assert "MLX needs macOS" in table["MLX"]
+    assert isinstance(table["MLX"], list) or "xinference engine install MLX" in table["MLX"]
 
 
 def test_cuda_linux_with_library_accepts_gpu_formats(registry: ModelRegistry, monkeypatch) -> None:
@@ -73,9 +75,10 @@ def test_cuda_linux_with_library_accepts_gpu_formats(registry: ModelRegistry, mo
 def test_apple_silicon(registry: ModelRegistry) -> None:
     table = _table(registry, "smollm2-instruct", APPLE)
     assert table["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker runs macOS"
-    assert table["MLX"] == "MLX needs an mlx-format spec, not ggufv2; MLX needs an mlx-format spec, not pytorch"
-    table = _table(registry, "qwen3", APPLE)
-    assert isinstance(table["MLX"], str) and "mlx-lm" in table["MLX"]  # fits, but mlx-lm is not installed here
+    assert isinstance(table["MLX"], list) or "xinference engine install MLX" in table["MLX"]  # fits the pytorch spec
+    table = _table(registry, "qwen3", APPLE, APPLE.model_copy(update={"engines": {"MLX": ""}}), labels=["a", "b"])
+    formats = {p["model_format"] for p in table["MLX"]}  # the worker with the env takes mlx and pytorch specs
+    assert formats == {"mlx", "pytorch"}
 
 
 def test_mixed_cluster_accepts_when_any_worker_can(registry: ModelRegistry, monkeypatch) -> None:

@@ -1,1 +1,1 @@
-"""MLX engine adapter (macOS on Apple silicon); see :mod:`xinference.engines.mlx.engine`."""
+"""MLX engine: mlx-lm in the model process (Apple silicon, Linux CPUs); see :mod:`xinference.engines.mlx.engine`."""

@@ -1,0 +1,320 @@
+"""The MLX engine: fit, environment recipe, options, the rope fix and request translation (no mlx needed), then the
+real thing on this Linux CPU: ``xinference-local`` starting the model process with the MLX env's Python.
+
+The slow tests need the MLX env (``xinference engine install MLX``) in ``XINFERENCE_ENVS_DIR`` (default
+``~/.cache/xinference/envs``, shared by CI runs); without it they are skipped with that command as the reason. The
+in-process checks (stop strings, seeds, batching, cancel) live in ``test_mlx_engine.py``, which needs mlx-lm
+importable: :func:`test_in_process_suite_in_the_env` runs it with the env's Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import LocalServer, start_local_server
+from tests.machines import linux, mac
+from xinference.core.hardware import HardwareInfo
+from xinference.engines.mlx.config import MLXConfig
+from xinference.engines.mlx.engine import MLXEngine
+from xinference.engines.mlx.runtime import config_overrides, find_openblas
+from xinference.engines.mlx.scheduler import held_back
+from xinference.engines.registry import ENGINE_ORDER
+from xinference.errors import ContextLengthExceeded, InvalidRequest, UnsupportedOption
+from xinference.model.registry import ModelRegistry
+
+REGISTRY = ModelRegistry()
+QWEN3 = REGISTRY.get("qwen3")
+SMOLLM2 = REGISTRY.get("smollm2-instruct")
+CPU = linux()
+MAC = mac()
+INTEL_MAC = mac(apple_silicon=False)
+WINDOWS = HardwareInfo(os="windows", arch="x86_64", cpu_count=4, ram_total_bytes=1 << 34, ram_free_bytes=1 << 33)
+ENVS_DIR = Path(os.environ.get("XINFERENCE_ENVS_DIR") or "~/.cache/xinference/envs").expanduser()
+ENV_PYTHON = ENVS_DIR / "mlx" / "bin" / "python"
+QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}]
+
+
+def _spec(fmt: str):  # type: ignore[no-untyped-def]
+    return next(s for s in QWEN3.model_specs if s.model_format == fmt)
+
+
+# -- fit and environment ---------------------------------------------------------------------------------------
+def test_fit_on_apple_silicon_and_linux_cpus() -> None:
+    for hardware in (MAC, CPU):
+        assert MLXEngine.match(QWEN3, _spec("mlx"), hardware)
+        assert MLXEngine.match(QWEN3, _spec("pytorch"), hardware)  # mlx-lm loads HF safetensors too
+        rejected = MLXEngine.match(QWEN3, _spec("ggufv2"), hardware)
+        assert not rejected and "not ggufv2" in rejected.reason
+    for hardware, where in ((INTEL_MAC, "darwin x86_64"), (WINDOWS, "windows x86_64")):
+        verdict = MLXEngine.match(QWEN3, _spec("mlx"), hardware)
+        assert not verdict and verdict.reason.endswith(f"this worker is {where}")
+
+
+def test_env_recipe_per_platform() -> None:
+    on_mac, on_linux = MLXEngine.env_recipe(MAC), MLXEngine.env_recipe(CPU)
+    assert on_mac is not None and on_linux is not None
+    assert on_mac.packages[0] == "mlx" and on_linux.packages[0] == "mlx[cpu]"
+    assert all(r.packages[1].startswith("mlx-lm>=") and r.overlay for r in (on_mac, on_linux))
+    assert MLXEngine.env_recipe(INTEL_MAC) is None and MLXEngine.env_recipe(WINDOWS) is None
+
+
+def test_ranked_after_llama_cpp_and_transformers() -> None:
+    order = list(ENGINE_ORDER)
+    assert order.index("llama.cpp") < order.index("Transformers") < order.index("MLX")
+
+
+def test_missing_env_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("mlx_lm") is not None:
+        pytest.skip("mlx-lm is importable in this interpreter (the env's Python)")
+    monkeypatch.setenv("XINFERENCE_ENVS_DIR", str(tmp_path))
+    verdict = MLXEngine.check_lib()
+    assert not verdict and "xinference engine install MLX" in verdict.reason
+
+
+def test_openblas_is_preloaded_on_linux_when_installed() -> None:
+    assert MLXEngine.process_env(MAC) == {}
+    path = find_openblas()
+    if path is None:
+        assert MLXEngine.process_env(CPU) == {}
+        pytest.skip("no system OpenBLAS here (apt-get install libopenblas0-pthread)")
+    assert MLXEngine.process_env(CPU) == {"LD_PRELOAD": str(path)}
+    assert path.name.startswith("libopenblas")
+
+
+# -- the rope fix ----------------------------------------------------------------------------------------------
+def _config(tmp_path: Path, config: dict) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_rope_theta_lifted_from_transformers5_configs(tmp_path: Path) -> None:
+    nested = {"model_type": "llama", "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
+    assert config_overrides(_config(tmp_path, nested)) == {"rope_theta": 100000.0}
+
+
+def test_rope_scaling_lifted_with_it(tmp_path: Path) -> None:
+    llama3 = {"rope_parameters": {"rope_theta": 500000, "rope_type": "llama3", "factor": 8.0,
+                                  "original_max_position_embeddings": 8192}}
+    assert config_overrides(_config(tmp_path, llama3)) == {
+        "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}
+    wrapped = {"model_type": "gemma3", "text_config": {"rope_parameters": {"rope_theta": 1e6}}}
+    assert config_overrides(_config(tmp_path, wrapped)) == {"rope_theta": 1e6}
+
+
+def test_configs_mlx_lm_reads_already_are_left_alone(tmp_path: Path) -> None:
+    assert config_overrides(_config(tmp_path, {"rope_theta": 10000.0, "rope_parameters": {"rope_theta": 1.0}})) == {}
+    assert config_overrides(_config(tmp_path, {"rope_parameters": {"full_attention": {"rope_theta": 1e6}}})) == {}
+    assert config_overrides(tmp_path / "missing") == {}
+
+
+# -- options and request translation -----------------------------------------------------------------------------
+def test_options_are_typed_and_sized_for_the_worker() -> None:
+    with pytest.raises(InvalidRequest, match="does not take a launch option 'n_ctx'"):
+        MLXEngine.parse_config({"n_ctx": 4096})
+    with pytest.raises(InvalidRequest, match="'max_num_seqs'"):
+        MLXEngine.parse_config({"max_num_seqs": 0})
+    config = MLXEngine.parse_config({})
+    assert isinstance(config, MLXConfig)
+    cpu = config.resolve(cpu_count=2, metal=False, context_length=8192)
+    assert (cpu.max_num_seqs, cpu.n_threads, cpu.max_model_len, cpu.prefill_step_size) == (4, 2, 8192, 512)
+    assert config.resolve(cpu_count=10, metal=True, context_length=None).max_num_seqs == 16
+    chosen = MLXConfig(max_num_seqs=1, max_model_len=512, n_threads=1).resolve(cpu_count=8, metal=True,
+                                                                               context_length=8192)
+    assert (chosen.max_num_seqs, chosen.max_model_len, chosen.n_threads) == (1, 512, 1)
+
+
+def _engine() -> MLXEngine:
+    spec = SMOLLM2.model_specs[0]
+    engine = MLXEngine(model_uid="u", family=SMOLLM2, spec=spec, quantization=spec.quantizations[0],
+                       model_path="/m", config=MLXConfig(), hardware=CPU)
+    engine.resolved = MLXConfig(max_model_len=64).resolve(cpu_count=2, metal=False, context_length=None)
+    engine._stop_token_ids = frozenset({2})
+    return engine
+
+
+def test_request_fields_become_sampling_params() -> None:
+    engine = _engine()
+    params = engine._params({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 3,
+                             "repeat_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": 0.25,
+                             "logit_bias": {"15": 200, "7": -3}, "stop": ["END"], "max_tokens": 8}, prompt_len=10)
+    assert (params.temperature, params.top_p, params.top_k, params.min_p, params.seed) == (0.7, 0.9, 40, 0.05, 3)
+    assert (params.repetition_penalty, params.presence_penalty, params.frequency_penalty) == (1.2, 0.5, 0.25)
+    assert params.logit_bias == ((15, 100.0), (7, -3.0))  # clamped to OpenAI's [-100, 100]
+    assert "END" in params.stop and "<|im_end|>" in params.stop and params.stop_token_ids == {2}
+    assert params.max_tokens == 8 and not params.greedy
+    defaults = engine._params({"temperature": 0, "top_k": -1, "ignore_eos": True}, prompt_len=10)
+    assert defaults.greedy and defaults.top_k == 0 and defaults.max_tokens == 54 and not defaults.stop_token_ids
+
+
+def test_request_errors_are_400s_naming_the_field() -> None:
+    engine = _engine()
+    for field, value in (("tools", [{"type": "function", "function": {"name": "f"}}]),
+                         ("response_format", {"type": "json_object"}), ("logprobs", True)):
+        with pytest.raises(UnsupportedOption) as caught:
+            engine._params({field: value}, prompt_len=4)
+        assert caught.value.param == field
+    with pytest.raises(InvalidRequest, match="logit_bias keys must be token ids"):
+        engine._params({"logit_bias": {"hello": 1}}, prompt_len=4)
+    with pytest.raises(ContextLengthExceeded, match="64 tokens"):
+        engine._params({}, prompt_len=64)
+
+
+def test_stop_string_prefixes_are_held_back() -> None:
+    assert held_back("The capital is Pa", ("Paris",)) == 2
+    assert held_back("Hello <|im", ("<|im_end|>", "STOP")) == 4
+    assert held_back("nothing here", ("Paris",)) == 0
+
+
+# -- the real engine, from its env ------------------------------------------------------------------------------
+needs_env = pytest.mark.skipif(not ENV_PYTHON.exists(),
+                               reason=f"no MLX env in {ENVS_DIR} (xinference engine install MLX)")
+
+
+@pytest.mark.slow
+@needs_env
+def test_in_process_suite_in_the_env() -> None:
+    """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
+    suite = Path(__file__).with_name("test_mlx_engine.py")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
+                            cwd=root, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " skipped" not in result.stdout
+
+
+@pytest.fixture(scope="module")
+def mlx_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    if not ENV_PYTHON.exists():
+        pytest.skip(f"no MLX env in {ENVS_DIR} (xinference engine install MLX)")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from benchmark._weights import converted_smollm2
+
+    weights = converted_smollm2()
+    server = start_local_server(tmp_path_factory.mktemp("xinference-home"),
+                                env={"XINFERENCE_ENVS_DIR": str(ENVS_DIR)})
+    name = "smollm2-135m-mlx-test"
+    family = {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
+              "stop_token_ids": [2], "stop": ["<|im_end|>"],
+              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
+                               "quantizations": ["none"], "model_uri": f"file://{weights}"}]}
+    try:
+        registered = httpx.post(f"{server.api}/model_registrations/LLM", json={"model": family}, timeout=30)
+        assert registered.status_code == 200, registered.text
+        launched = httpx.post(f"{server.api}/models", timeout=300,
+                              json={"model_name": name, "model_engine": "MLX", "max_num_seqs": 2})
+        assert launched.status_code == 200, launched.text + server.log()[-3000:]
+        yield server, name
+    finally:
+        children = server.descendants()
+        server.stop()
+        _, alive = psutil.wait_procs(children, timeout=15)
+        for proc in alive:
+            proc.kill()
+
+
+def _replica(server: LocalServer, name: str) -> dict:
+    described = httpx.get(f"{server.api}/models/{name}", timeout=30)
+    assert described.status_code == 200, described.text
+    replicas = described.json()["replicas"]
+    assert len(replicas) == 1, replicas
+    return dict(replicas[0])
+
+
+def _engine_stats(address: str) -> dict:
+    """The replica's engine counters, asked of its model actor over xoscar."""
+    import xoscar as xo
+
+    from xinference.core.model_actor import ModelActor
+
+    async def ask() -> dict:
+        ref = await xo.actor_ref(address, ModelActor.default_uid())
+        return dict(await ref.engine_stats())
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.slow
+def test_chat_stream_and_usage_through_the_server(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    server, name = mlx_server
+    process = psutil.Process(_replica(server, name)["pid"])
+    assert process.cmdline()[0] == str(ENV_PYTHON)  # the model process runs the env's Python
+    openblas = find_openblas()
+    if openblas is not None:
+        assert process.environ().get("LD_PRELOAD") == str(openblas)
+    client = OpenAI(base_url=server.api, api_key="x")
+    reply = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16)
+    assert "Paris" in (reply.choices[0].message.content or "")
+    assert reply.usage is not None and reply.usage.completion_tokens > 0
+    stream = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16,
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    refused = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
+        "model": name, "messages": QUESTION, "response_format": {"type": "json_object"}})
+    assert refused.status_code == 400 and "response_format" in refused.text
+
+
+@pytest.mark.slow
+def test_client_disconnect_frees_the_request(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    server, name = mlx_server
+    address = _replica(server, name)["address"]
+    before = _engine_stats(address)
+    assert before["mode"] == "batch" and before["blas"] != "mlx"  # batching, with OpenBLAS
+    body = {"model": name, "messages": [{"role": "user", "content": "Tell me a very long story."}],
+            "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", f"{server.api}/chat/completions", json=body, timeout=120) as response:
+        seen = 0
+        for line in response.iter_lines():
+            seen += line.startswith("data: ")
+            if seen >= 3:
+                break
+    deadline = time.monotonic() + 20
+    stats = _engine_stats(address)
+    while time.monotonic() < deadline and (stats["running"] or stats["aborted"] == before["aborted"]):
+        time.sleep(0.2)
+        stats = _engine_stats(address)
+    assert stats["running"] == 0 and stats["aborted"] == before["aborted"] + 1
+    assert stats["generated_tokens"] - before["generated_tokens"] < 1000  # it stopped long before 2000 tokens
+
+
+@pytest.mark.slow
+def test_kill_9_then_terminate_leaves_nothing(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    server, name = mlx_server
+    first = psutil.Process(_replica(server, name)["pid"])
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    deadline, replica = time.monotonic() + 180, None
+    while time.monotonic() < deadline:  # the worker notices the dead process and restarts the replica
+        described = httpx.get(f"{server.api}/models/{name}", timeout=30).json()
+        replicas = described.get("replicas") or []
+        if replicas and replicas[0].get("pid") not in (None, first.pid) and described.get("status") == "ready":
+            replica = replicas[0]
+            break
+        time.sleep(1)
+    assert replica is not None, server.log()[-3000:]
+    assert not any(p.pid == first.pid for p in server.descendants())
+    second = psutil.Process(replica["pid"])
+    rss = second.memory_info().rss
+    assert rss > 100 << 20  # the weights are loaded in it
+    terminated = httpx.delete(f"{server.api}/models/{name}", timeout=60)
+    assert terminated.status_code == 200, terminated.text
+    second.wait(timeout=30)
+    assert not any(str(ENVS_DIR / "mlx") in " ".join(p.cmdline()) for p in server.descendants()
+                   if p.is_running())
