@@ -21,6 +21,7 @@ from typing import Any
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.load_progress import LoadProgress
 from xinference.engines.base import ChunkStream, Engine
 from xinference.errors import LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
 
@@ -108,6 +109,7 @@ class ModelActor(xo.StatelessActor):
         self._orphan_check: asyncio.Task[None] | None = None
         self._stream_interval = settings.stream_interval()
         self._load_progress = 0.0
+        self._load_status = LoadProgress()
         self._load_cancel = threading.Event()
 
     @classmethod
@@ -152,6 +154,7 @@ class ModelActor(xo.StatelessActor):
         if self._load_cancel.is_set():
             raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
         self._load_progress = 1.0
+        self._load_status.stage = f"loading into {plan.model_engine}"
         engine = engine_cls(
             model_uid=plan.model_uid,
             family=family,
@@ -163,6 +166,7 @@ class ModelActor(xo.StatelessActor):
         )
         await engine.load()
         self._engine = engine
+        self._load_status.stage = "ready"
         logger.info("%s loaded with %s in %.2fs", plan.replica_uid, plan.model_engine, time.monotonic() - started)
         resolved = getattr(engine, "resolved", None)
         return {"pid": os.getpid(), "engine_config": resolved.model_dump() if resolved is not None else {}}
@@ -170,6 +174,11 @@ class ModelActor(xo.StatelessActor):
     def _on_download(self, done: int, total: int) -> None:
         # Called from the download thread; a float store is atomic, the reader only ever sees a whole value.
         self._load_progress = min(done / total, 1.0) if total > 0 else 0.0
+        self._load_status.update(done, total)
+
+    async def load_status(self) -> dict[str, Any]:
+        """Stage, bytes, speed and time left of ``load`` (see :mod:`xinference.core.load_progress`)."""
+        return self._load_status.snapshot()
 
     async def progress(self) -> float:
         """How far ``load`` has come (0.0-1.0): the download fraction, 1.0 once the weights are local."""

@@ -336,6 +336,20 @@ class WorkerActor(xo.StatelessActor):
         except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
             return 0.0
 
+    async def launch_status(self, replica_uid: str) -> dict[str, Any]:
+        """Stage, bytes, speed and time left of a replica being launched here (``GET .../progress``)."""
+        replica = self._replicas.get(replica_uid)
+        if replica is None:
+            raise ModelNotFound(f"replica {replica_uid!r} is not on this worker")
+        status: dict[str, Any] = {"stage": "starting the model process", "done_bytes": 0, "total_bytes": 0,
+                                  "bytes_per_second": None, "eta_seconds": None}
+        if replica.address:
+            try:
+                status = await (await self._model_ref(replica.address)).load_status()
+            except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
+                pass  # its model actor is not created yet
+        return status
+
     async def cancel_launch(self, replica_uid: str) -> None:
         """Ask a loading replica to stop downloading; its ``launch_replica`` then fails as cancelled."""
         replica = self._replicas.get(replica_uid)

@@ -6,9 +6,10 @@ runs the replica, so the supervisor picks the replica and forwards the read ther
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from xinference.errors import InvalidRequest, ModelNotFound
+from xinference.errors import InvalidRequest, ModelNotFound, XinferenceError
 
 __all__ = ["InspectMixin"]
 
@@ -51,6 +52,25 @@ class InspectMixin:
             raise ModelNotFound(f"the worker of replica {replica_uid!r} is gone", param="replica")
         piece: dict[str, Any] = await worker.ref.read_log(replica_uid, tail, since)
         return {"model_uid": model_uid, "replica_uid": replica_uid, "worker": address, "replicas": names, **piece}
+
+    async def launch_status(self, model_uid: str) -> dict[str, Any]:
+        """What the launch of ``model_uid`` is doing now: the model's status, the replica being started (index,
+        out of how many) and its load's stage, bytes, speed and time left. Every field but ``status`` is None
+        once no replica is starting."""
+        record = self._models.get(model_uid)
+        if record is None:
+            raise ModelNotFound(f"model {model_uid!r} is not running or launching", param="model_uid")
+        status: dict[str, Any] = {"status": record.status, "replicas_ready": len(record.replicas),
+                                  "replicas_wanted": record.replica, "replica_uid": None, "stage": None,
+                                  "done_bytes": None, "total_bytes": None, "bytes_per_second": None,
+                                  "eta_seconds": None}
+        pending = record.pending if record.status == "launching" else None
+        worker = self._workers.get(pending[0]) if pending else None
+        if pending and worker is not None:
+            with contextlib.suppress(XinferenceError):
+                status.update(await worker.ref.launch_status(pending[1]))
+                status["replica_uid"] = pending[1]
+        return status
 
     def devices(self) -> list[dict[str, Any]]:
         """Every worker's GPUs (index, name, memory total/used) and the replicas holding each."""
