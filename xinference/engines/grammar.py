@@ -7,7 +7,8 @@ a token's mask plus its commit costs 16 µs median / 88 µs p90 (xgrammar 0.2.9:
 7 ms decode step. llguidance wins on what it needs: no dependency at all and a numpy bitmask API, while xgrammar's
 wheel requires torch, transformers and triton, which the MLX engine's torch-free environment cannot take.
 
-The pieces, framework-neutral (numpy only; torch is used only by :func:`apply_bitmask_torch`)::
+The pieces, framework-neutral (numpy only, imported when used, so the llama.cpp engine can build its forced-call
+schemas from here without it; torch is used only by :func:`apply_bitmask_torch`)::
 
     tokenizer = GrammarTokenizer.from_hf(hf_tokenizer, vocab_size, stop_token_ids)   # once per model (~0.5 s)
     constraint = constraint_for(request, tool_format)        # None, or what to enforce (a 400 on a bad schema)
@@ -30,12 +31,12 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-
 from xinference.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from xinference.model.parsers.tool_calls import ToolCallFormat
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "apply_bitmask_torch",
     "bitmask_to_bool",
     "constraint_for",
+    "forced_tool_choice",
     "forced_tool_schema",
 ]
 
@@ -135,18 +137,24 @@ class GrammarMatcher:
 # -- bitmasks (numpy; any framework) -----------------------------------------------------------------------------
 def allocate_bitmask(rows: int, vocab_size: int) -> npt.NDArray[np.int32]:
     """A zeroed bitmask for ``rows`` sequences."""
+    import numpy as np
+
     return np.zeros((rows, (vocab_size + 31) // 32), dtype=np.int32)
 
 
 def bitmask_to_bool(row: npt.NDArray[np.int32], vocab_size: int) -> npt.NDArray[np.bool_]:
     """The allowed tokens of a bitmask row as ``bool[vocab_size]`` (little-endian bits: bit ``t % 32`` of word
     ``t // 32``)."""
+    import numpy as np
+
     bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
     return bits[:vocab_size].astype(bool)
 
 
 def apply_bitmask_numpy(logits: npt.NDArray[np.floating[Any]], row: npt.NDArray[np.int32]) -> None:
     """Set the logits of disallowed tokens to ``-inf`` in place (``logits``: ``[vocab]``)."""
+    import numpy as np
+
     allowed = bitmask_to_bool(row, logits.shape[-1])
     logits[~allowed] = -np.inf
 
@@ -202,8 +210,9 @@ def forced_tool_schema(tools: list[Any], name: str | None, argument_key: str = "
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-def _forced_name(tool_choice: Any) -> tuple[bool, str | None]:
-    """(forced, function name) of a ``tool_choice``."""
+def forced_tool_choice(tool_choice: Any) -> tuple[bool, str | None]:
+    """``(forced, function name)`` of a ``tool_choice``: ``required`` forces any call, a named function that one;
+    anything else OpenAI does not define is a 400 naming ``tool_choice``."""
     if tool_choice == "required":
         return True, None
     if isinstance(tool_choice, dict):
@@ -245,7 +254,7 @@ def constraint_for(request: dict[str, Any], tool_format: ToolCallFormat | None =
     family's call format (its markers wrap a forced call). Raises InvalidRequest naming the field at fault."""
     from xinference.model.parsers.postprocess import BARE_JSON_CALLS
 
-    forced, name = _forced_name(request.get("tool_choice"))
+    forced, name = forced_tool_choice(request.get("tool_choice"))
     tools = request.get("tools") or []
     fmt = _response_format_schema(request.get("response_format"))
     if forced:

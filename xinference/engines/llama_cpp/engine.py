@@ -24,6 +24,7 @@ from xinference import settings
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.envs import EnvRecipe
+from xinference.engines.grammar import forced_tool_choice, forced_tool_schema
 from xinference.engines.llama_cpp.config import (
     GpuLayers,
     LlamaCppConfig,
@@ -38,8 +39,16 @@ from xinference.errors import (
     InvalidRequest,
     LaunchFailed,
     ModelUnavailable,
+    UnsupportedOption,
     XinferenceError,
 )
+from xinference.model.parsers.postprocess import (
+    BARE_JSON_CALLS,
+    ChatOutputParser,
+    ChunkRewriter,
+    thinking_enabled,
+)
+from xinference.model.parsers.tool_prompt import with_tools
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -259,11 +268,43 @@ class LlamaCppEngine(Engine):
 
     # -- serving ------------------------------------------------------------------------------------------------
     def _body(self, request: dict[str, Any], stream: bool) -> dict[str, Any]:
+        if int(request.get("n") or 1) > 1:
+            raise UnsupportedOption("n > 1 (several choices per request) is not supported by llama.cpp; send n "
+                                    "requests", param="n")
         body = {key: request[key] for key in _FORWARDED if request.get(key) is not None}
+        if request.get("enable_thinking") is not None:
+            body["chat_template_kwargs"] = {**(body.get("chat_template_kwargs") or {}),
+                                            "enable_thinking": thinking_enabled(request)}
         body["stream"] = stream
         if not stream:
             body.pop("stream_options", None)
         return body
+
+    def _chat_body(self, request: dict[str, Any], stream: bool) -> tuple[dict[str, Any], ChatOutputParser | None]:
+        """The body for llama.cpp and the parser of its output.
+
+        A forced ``tool_choice`` (``required`` or a named function) is guaranteed through llama.cpp's own grammar:
+        the call becomes a ``json_schema`` response format built from the tools' parameters, the tools are
+        described in the system message (a template may not render them), and the JSON that comes back is parsed
+        into ``tool_calls``. Otherwise llama.cpp parses what its template knows natively, and the family's parsers
+        handle the rest.
+        """
+        body = self._body(request, stream)
+        forced, name = forced_tool_choice(request.get("tool_choice"))
+        if not forced:
+            return body, ChatOutputParser.for_request(self.family, request)
+        tools = request.get("tools") or []
+        if not tools:
+            raise InvalidRequest("tool_choice forces a call but no tools were given", param="tool_choice")
+        if request.get("response_format"):
+            raise InvalidRequest("response_format cannot be combined with a forced tool_choice", param="tool_choice")
+        schema = forced_tool_schema(tools, name)
+        for key in ("tools", "tool_choice", "parallel_tool_calls"):
+            body.pop(key, None)
+        body["messages"] = with_tools(body["messages"], tools)
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": "tool_call", "schema": schema, "strict": True}}
+        return body, ChatOutputParser.for_request(self.family, request, tool_format=BARE_JSON_CALLS)
 
     async def _call(self, handler: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
@@ -277,7 +318,8 @@ class LlamaCppEngine(Engine):
         self._speculation.note(result.pop("timings", None))
         return result
 
-    def _start(self, handler: Callable[..., Any], body: dict[str, Any]) -> ChunkStream:
+    def _start(self, handler: Callable[..., Any], body: dict[str, Any],
+               rewriter: ChunkRewriter | None = None) -> ChunkStream:
         stream = ChunkStream()
         uid = self.model_uid
         counters = self._speculation
@@ -293,7 +335,11 @@ class LlamaCppEngine(Engine):
             timings = chunk.pop("timings", None)
             if timings is not None:  # the last chunk: draft figures of a speculative request
                 counters.note(timings)
-            stream.push(chunk)
+            if rewriter is None:
+                stream.push(chunk)
+            else:  # reasoning and tool calls parsed out of the content
+                for out in rewriter.process(chunk):
+                    stream.push(out)
             return False
 
         def run() -> None:
@@ -314,17 +360,20 @@ class LlamaCppEngine(Engine):
         return self._pool
 
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self._server.handle_chat_completions, self._body(request, stream=False))
+        body, parser = self._chat_body(request, stream=False)
+        result = await self._call(self._server.handle_chat_completions, body)
+        return parser.fix_response(result) if parser is not None else result
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return self._start(self._server.handle_chat_completions, self._body(request, stream=True))
+        body, parser = self._chat_body(request, stream=True)
+        return self._start(self._server.handle_chat_completions, body, parser.stream() if parser else None)
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Rendered by llama.cpp's own chat-template code (``/apply-template``) and tokenized as a chat prompt is
         (``/tokenize``), on the loopback port this adapter locked with its key: the ``prompt_tokens`` a chat call
         with the same messages and tools reports."""
         pool = self._executor()
-        body = self._body(request, stream=False)
+        body, _ = self._chat_body(request, stream=False)  # a forced tool call rewrites the prompt: count that one
         address = str(self._server.listening_address)
         key = self._api_key
 

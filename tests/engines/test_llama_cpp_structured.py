@@ -1,0 +1,95 @@
+"""llama.cpp on the bundled SmolLM2 GGUF: forced tool calls guaranteed through llama.cpp's grammar (the bundled
+template alone returns plain text), json_schema output, streamed call deltas, and n refused with a 400."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from xinference.core.hardware import detect_hardware
+from xinference.engines.llama_cpp.engine import LlamaCppEngine
+from xinference.errors import InvalidRequest, UnsupportedOption
+from xinference.model.download import resolve_model_path
+from xinference.model.registry import ModelRegistry
+
+jsonschema = pytest.importorskip("jsonschema")
+pytestmark = pytest.mark.slow
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "parameters": {
+             "type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    family = ModelRegistry().get("smollm2-instruct")
+    spec = family.model_specs[0]
+    engine = LlamaCppEngine(
+        model_uid="unit-llama-tools", family=family, spec=spec, quantization="Q4_1",
+        model_path=resolve_model_path(spec, "Q4_1"), config=LlamaCppEngine.parse_config({"n_ctx": 2048}),
+        hardware=detect_hardware(),
+    )
+    asyncio.run(engine.load())
+    yield engine
+    asyncio.run(engine.unload())
+
+
+def chat(engine, **params):
+    return asyncio.run(engine.chat({"messages": ASK, "max_tokens": 80, "temperature": 0, **params}))
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_forced_tool_call_validates(engine, choice) -> None:
+    result = chat(engine, tools=TOOLS, tool_choice=choice)["choices"][0]
+    assert result["finish_reason"] == "tool_calls" and not result["message"]["content"]
+    [call] = result["message"]["tool_calls"]
+    assert call["id"].startswith("call_") and call["type"] == "function"
+    schema = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == call["function"]["name"])
+    jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+    if isinstance(choice, dict):
+        assert call["function"]["name"] == "get_time"
+
+
+def test_forced_tool_call_streamed(engine) -> None:
+    async def run():
+        stream = await engine.chat_stream({"messages": ASK, "max_tokens": 80, "temperature": 0, "tools": TOOLS,
+                                           "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})
+        out, done = [], False
+        while not done:
+            batch, done = await stream.next_batch()
+            out.extend(batch)
+        return out
+
+    chunks = asyncio.run(run())
+    pieces = [tc for c in chunks for ch in c["choices"] for tc in ch["delta"].get("tool_calls") or []]
+    assert pieces[0]["function"]["name"] == "get_weather" and {p["index"] for p in pieces} == {0}
+    jsonschema.validate(json.loads("".join(p["function"]["arguments"] for p in pieces)), WEATHER)
+    assert [ch["finish_reason"] for c in chunks for ch in c["choices"] if ch["finish_reason"]] == ["tool_calls"]
+    assert not "".join(ch["delta"].get("content") or "" for c in chunks for ch in c["choices"])
+
+
+def test_json_schema_validates(engine) -> None:
+    schema = {"type": "object", "properties": {"capital": {"type": "string", "maxLength": 30},
+                                               "population_millions": {"type": "number"}},
+              "required": ["capital", "population_millions"], "additionalProperties": False}
+    reply = chat(engine, messages=[{"role": "user", "content": "Capital of France, as JSON."}],
+                 response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema,
+                                                                         "strict": True}})
+    jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), schema)
+
+
+def test_refusals_name_the_field(engine) -> None:
+    for params, error, field in [({"n": 2}, UnsupportedOption, "n"),
+                                 ({"tool_choice": "required"}, InvalidRequest, "tool_choice"),
+                                 ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "x"}}},
+                                  InvalidRequest, "tool_choice")]:
+        with pytest.raises(error) as info:
+            chat(engine, **params)
+        assert info.value.param == field
