@@ -123,3 +123,25 @@ def test_registry_and_family_fields() -> None:
         ModelFamily.model_validate({**base, "tool_call_format": "nope"})
     with pytest.raises(ValueError, match="go together"):
         ModelFamily.model_validate({**base, "reasoning_start_tag": "<r>"})
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(before=st.text(alphabet=st.characters(blacklist_characters="<{["), max_size=20),
+       arguments=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4),
+       fmt=st.sampled_from(["hermes", "mistral", "llama3_json"]),
+       cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=40))
+def test_any_arguments_survive_any_chunking(before: str, arguments: dict, fmt: str, cuts: list[int]) -> None:
+    call = json.dumps({"name": "f", "arguments" if fmt != "llama3_json" else "parameters": arguments},
+                      ensure_ascii=False)
+    text = {"hermes": f"{before}<tool_call>\n{call}\n</tool_call>", "mistral": f"{before}[TOOL_CALLS][{call}]",
+            "llama3_json": call}[fmt]
+    content, calls = stream_calls(fmt, chunked(text, cuts))
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("f", arguments)]
+    assert content == ("" if fmt == "llama3_json" else before)

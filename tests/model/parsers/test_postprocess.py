@@ -105,3 +105,28 @@ def test_native_fields_are_kept() -> None:
     native["choices"][0]["message"]["reasoning_content"] = "engine-made"
     fixed = parser.fix_response(native)["choices"][0]["message"]
     assert fixed == {"role": "assistant", "content": "Final answer.", "reasoning_content": "engine-made"}
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call() -> None:
+    family = ModelRegistry().get("qwen2.5-instruct")
+    two = ('<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+           '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>')
+    both = ChatOutputParser.for_request(family, {"tools": TOOLS}).fix_response(response(two))
+    assert [c["function"]["name"] for c in both["choices"][0]["message"]["tool_calls"]] == ["a", "b"]
+    parser = ChatOutputParser.for_request(family, {"tools": TOOLS, "parallel_tool_calls": False})
+    one = parser.fix_response(response(two))
+    assert [c["function"]["name"] for c in one["choices"][0]["message"]["tool_calls"]] == ["a"]
+    rewriter = parser.stream()
+    streamed = assemble([c for chunk in chunks([two[:50], two[50:]]) for c in rewriter.process(chunk)])
+    assert [c["name"] for c in streamed["message"]["tool_calls"]] == ["a"]
+
+
+def test_usage_rides_on_the_last_chunk_only() -> None:
+    rewriter = qwen3_parser().stream()
+    last = chunks(["<think>x</think>Hel"])[-1]
+    body = {**last, "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]}
+    rewriter.process(chunks(["<think>x</think>Hel"])[1])
+    out = rewriter.process(body)
+    assert [("usage" in c) for c in out] == [False] * (len(out) - 1) + [True]
+    assert out[-1]["choices"][0]["finish_reason"] == "stop"

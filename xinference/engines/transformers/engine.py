@@ -262,11 +262,6 @@ class TransformersEngine(Engine):
             parser = self._output_parser(request, prompt_text, plan.constraint)
             if parser is not None:
                 parser.fix_response(response)
-            if request.get("parallel_tool_calls") is False:
-                for choice in choices:
-                    calls = choice["message"].get("tool_calls")
-                    if calls:
-                        del calls[1:]
         return response
 
     def _choice(self, kind: str, index: int, text: str, seq: Sequence) -> dict[str, Any]:

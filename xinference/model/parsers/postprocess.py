@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BARE_JSON_CALLS", "ChatOutputParser", "ChunkRewriter", "thinking_enabled", "wants_tool_parsing"]
 
+#: keys every rewritten chunk repeats; any other top-level key (``usage``) goes on the last chunk made from a chunk
+_CHUNK_IDENTITY = frozenset({"id", "object", "created", "model", "system_fingerprint"})
+
 #: Calls written as bare JSON objects (what a forced call's grammar makes a model without a format of its own write).
 BARE_JSON_CALLS = ToolCallFormat(name="json", opens_on_json=True, separators=(";", ",", "[", "]"))
 
@@ -64,6 +67,8 @@ class ChatOutputParser:
     thinking: bool = True
     #: the prompt already ends inside the reasoning (the template wrote the start tag)
     primed: bool = False
+    #: ``parallel_tool_calls`` (False: a message keeps its first call only)
+    parallel: bool = True
 
     @classmethod
     def for_request(
@@ -82,7 +87,8 @@ class ChatOutputParser:
         tags = reasoning_tags_of(family)
         if fmt is None and tags is None:
             return None
-        return cls(tool_format=fmt, reasoning=tags, thinking=thinking_enabled(request), primed=primed)
+        return cls(tool_format=fmt, reasoning=tags, thinking=thinking_enabled(request), primed=primed,
+                   parallel=request.get("parallel_tool_calls") is not False)
 
     # -- whole responses ----------------------------------------------------------------------------------------
     def parse_text(self, text: str) -> tuple[str | None, str | None, list[ParsedCall]]:
@@ -98,6 +104,8 @@ class ChatOutputParser:
         calls: list[ParsedCall] = []
         if self.tool_format is not None:
             text, calls = parse_tool_calls(self.tool_format, text)
+            if not self.parallel:
+                del calls[1:]
             if calls and not text.strip():
                 text = ""
         return reasoning, (text or None) if calls else text, calls
@@ -112,7 +120,7 @@ class ChatOutputParser:
             parser = ChatOutputParser(
                 tool_format=None if message.get("tool_calls") else self.tool_format,
                 reasoning=None if message.get("reasoning_content") else self.reasoning,
-                thinking=self.thinking, primed=self.primed,
+                thinking=self.thinking, primed=self.primed, parallel=self.parallel,
             )
             reasoning, text, calls = parser.parse_text(content)
             message["content"] = text
@@ -140,6 +148,7 @@ class _ChoiceState:
         self.tools: ToolCallStream | None = parser.tool_format.stream() if parser.tool_format else None
         self.made_calls = False
         self.native_calls = False
+        self.max_calls = None if parser.parallel else 1
 
     def feed(self, text: str, final: bool) -> list[dict[str, Any]]:
         """Deltas (``content`` / ``reasoning_content`` / ``tool_calls``) for new raw text."""
@@ -172,7 +181,7 @@ class _ChoiceState:
             if isinstance(event, str):
                 if event:
                     deltas.append({"content": event})
-            else:
+            elif self.max_calls is None or event.index < self.max_calls:
                 self.made_calls = True
                 deltas.append({"tool_calls": [event.to_openai()]})
         return deltas
@@ -211,14 +220,15 @@ class ChunkRewriter:
         if finish == "stop" and state.made_calls:
             finish = "tool_calls"
         extra = {k: v for k, v in choice.items() if k not in ("index", "delta", "finish_reason")}
-        base = {k: v for k, v in chunk.items() if k != "choices"}
+        base = {k: v for k, v in chunk.items() if k in _CHUNK_IDENTITY}
+        tail = {k: v for k, v in chunk.items() if k != "choices" and k not in _CHUNK_IDENTITY}  # usage, ...
         head = {k: v for k, v in delta.items() if k != "content"}  # role, native fields
         if "role" in head:
             new.insert(0, {**head, "content": ""})
         elif head:
             new[:1] = [{**head, **new[0]}] if new else [head]
         if not new:
-            if finish is None and not extra:
+            if finish is None and not extra and not tail:
                 return []  # held back
             new = [{}]
         result = []
@@ -227,5 +237,5 @@ class ChunkRewriter:
             out_choice: dict[str, Any] = {"index": index, "delta": piece, "finish_reason": finish if last else None}
             if i == 0:
                 out_choice.update(copy.copy(extra))
-            result.append({**base, "choices": [out_choice]})
+            result.append({**base, "choices": [out_choice], **(tail if last else {})})
         return result
