@@ -93,3 +93,34 @@ def test_refusals_name_the_field(engine) -> None:
         with pytest.raises(error) as info:
             chat(engine, **params)
         assert info.value.param == field
+
+
+def test_openai_sdk_reads_forced_calls_and_json(local_server) -> None:
+    """Through the HTTP API with the official SDK (the README's example): a forced call, whole and streamed, and a
+    json_schema reply, from the default model of the shared server."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=local_server.api, api_key="x")
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}]
+    reply = client.chat.completions.create(model="smollm2-instruct", messages=ASK, tools=tools,
+                                           tool_choice="required", temperature=0, max_tokens=60)
+    call = reply.choices[0].message.tool_calls[0]
+    assert reply.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), tools[0]["function"]["parameters"])
+    stream = client.chat.completions.create(model="smollm2-instruct", messages=ASK, tools=tools,
+                                            tool_choice="required", temperature=0, max_tokens=60, stream=True)
+    arguments, names, finish = "", [], None
+    for chunk in stream:
+        for choice in chunk.choices:
+            for piece in choice.delta.tool_calls or []:
+                names += [piece.function.name] if piece.function.name else []
+                arguments += piece.function.arguments or ""
+            finish = choice.finish_reason or finish
+    assert names == ["get_weather"] and finish == "tool_calls"
+    assert json.loads(arguments) == json.loads(call.function.arguments)  # greedy: the same call either way
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}, "required": ["answer"]}
+    structured = client.chat.completions.create(
+        model="smollm2-instruct", messages=ASK, temperature=0, max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+    jsonschema.validate(json.loads(structured.choices[0].message.content), schema)
