@@ -90,17 +90,17 @@ export function LaunchProgress({ uid }) {
   return html`
     <div class="launch-progress" data-testid="launch-progress">
       <p><strong>${uid}</strong> <${StatusBadge} status=${status} />
-        ${progress.stage && html`<span class="muted"> ${progress.stage}</span>`}</p>
+        ${status === "launching" && progress.stage && html`<span class="muted" data-testid="stage"> ${progress.stage}</span>`}</p>
       ${status === "launching" && html`
         <progress max="1" value=${fraction} aria-label="launch progress"></progress>
         <span class="muted">${Math.round(fraction * 100)}%</span>`}
-      ${(progress.files || []).length > 0 && html`
-        <table class="files"><thead><tr><th>file</th><th>done</th><th>speed</th><th>ETA</th></tr></thead><tbody>
-          ${progress.files.map((f) => html`<tr><td>${f.name}</td>
-            <td>${bytes(f.done_bytes)} / ${bytes(f.total_bytes)}</td>
-            <td>${f.bytes_per_second ? bytes(f.bytes_per_second) + "/s" : "–"}</td>
-            <td>${duration(f.eta_seconds)}</td></tr>`)}
-        </tbody></table>`}
+      ${status === "launching" && progress.total_bytes > 0 && html`
+        <p class="muted" data-testid="download">${bytes(progress.done_bytes)} of ${bytes(progress.total_bytes)}
+          ${progress.bytes_per_second ? ` · ${bytes(progress.bytes_per_second)}/s` : ""}
+          ${progress.eta_seconds !== null && progress.eta_seconds !== undefined
+            ? ` · ${duration(progress.eta_seconds)} left` : ""}
+          ${progress.replicas_wanted > 1 ? ` · replica ${progress.replicas_ready + 1} of ${progress.replicas_wanted}` : ""}
+        </p>`}
       ${failure && html`<${ErrorBox} error=${failure.message} />`}
       <${ErrorBox} error=${cancelError} />
       <ol class="events">

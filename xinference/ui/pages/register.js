@@ -1,6 +1,7 @@
 // Register a model: a form with its live JSON (the same payload as `xinference register`), errors shown at the
 // field the server names, and the chat template previewed on a sample conversation, rendered by the server in
 // its sandbox (POST /v1/chat_templates/render).
+import { cloneElement, isValidElement } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api } from "../lib/api.js";
@@ -53,7 +54,10 @@ function localErrors(form) {
 }
 
 function Field({ label, name, errors, children }) {
-  return html`<div class="field"><label>${label}</label>${children}
+  // The label names its control (for screen readers and tests): the control gets the field's id.
+  const id = "reg-" + name;
+  const control = isValidElement(children) ? cloneElement(children, { id }) : children;
+  return html`<div class="field"><label for=${id}>${label}</label>${control}
     ${errors[name] && html`<span class="field-error" data-field=${name}>${errors[name]}</span>`}</div>`;
 }
 
@@ -70,6 +74,7 @@ export function RegisterPage() {
   const set = (name) => (event) => setForm({ ...form, [name]: event.target.value });
   const family = useMemo(() => familyFromForm(form), [form]);
   const errors = { ...localErrors(form), ...serverErrors };
+  useEffect(() => setServerErrors({}), [form]); // an edit makes the server's last verdict stale
 
   useEffect(() => {
     if (form.type !== "LLM" || !form.chatTemplate.trim()) {

@@ -1,0 +1,167 @@
+"""The other pages in a real browser: a failed launch's message, the chat's "view code" (run for real), the
+embeddings try-out, the Register page (template preview, field errors, a registration that reaches the
+catalog), the Logs and Cluster pages. One ``xinference-local`` for the module, hub access off (offline)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
+from tests.ui.conftest import VIEWPORT, screenshot, stop_server, watch
+
+pytestmark = pytest.mark.slow
+
+EMBEDDING = "all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    home = tmp_path_factory.mktemp("ui-pages-home")
+    server = start_local_server(home, env={"HF_HUB_OFFLINE": "1"})
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) -> None:
+    page.goto(f"{server.endpoint}/ui/#/launch")
+    page.fill("[data-testid=model-search]", "smollm2")
+    page.locator(".model-card").first.get_by_role("button", name="Launch").click()
+    page.locator("label.engine[data-engine=Transformers] input").check()  # weights on the hub: offline here
+    page.fill("#uid", "offline-try")
+    page.click("[data-testid=launch-button]")
+    box = page.locator("[data-testid=launch-progress] .error-box, .modal .error-box").first
+    box.wait_for(timeout=120_000)
+    shown = box.inner_text()
+    listed = httpx.get(f"{server.api}/models", timeout=10).json()["data"]
+    if listed:  # the launch was accepted and failed in the background: the page shows the event's whole text
+        events = httpx.get(f"{server.api}/models/offline-try/events", timeout=10).json()["events"]
+        failed = [e["message"] for e in events if e["event"] == "launch_failed"]
+        assert failed and shown == failed[-1]
+        page.locator("[data-testid=launch-progress] .badge[data-status=failed]").wait_for()
+        screenshot(page, "launch-failed")
+        assert httpx.delete(f"{server.api}/models/offline-try", timeout=30).status_code == 200
+    else:  # refused up front (memory, engine): the 4xx's message
+        assert shown.strip()
+
+
+def test_chat_view_code_runs_as_shown(page: Any, server: LocalServer) -> None:
+    response = httpx.post(f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"},
+                          timeout=180)
+    assert response.status_code == 200, response.text
+    problems = watch(page)
+    page.goto(f"{server.endpoint}/ui/#/chat/{DEFAULT_MODEL}")
+    page.fill("[data-testid=system-prompt]", "Answer in one word.")
+    page.fill("[data-testid=temperature]", "0")
+    page.fill("[data-testid=max-tokens]", "8")
+    page.fill("[data-testid=chat-input]", "Name a colour.")
+    page.click("[data-testid=view-code]")
+    panel = page.locator("[data-testid=code-panel]")
+    curl = panel.locator("pre").inner_text()
+    assert curl.startswith(f"curl {server.endpoint}/v1/chat/completions")
+    result = subprocess.run(["bash", "-c", curl.replace("$XINFERENCE_API_KEY", "none") + " --no-buffer -sS"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith("data: [DONE]")
+    panel.get_by_role("button", name="OpenAI SDK").click()
+    openai_code = panel.locator("pre").inner_text()
+    assert '"Name a colour."' in openai_code and "temperature=0" in openai_code and "max_tokens=8" in openai_code
+    panel.get_by_role("button", name="Python client").click()
+    client_code = panel.locator("pre").inner_text()
+    run = subprocess.run([sys.executable, "-c", client_code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip()
+    assert problems.all() == []
+
+
+def test_embeddings_try_out(page: Any, server: LocalServer) -> None:
+    response = httpx.post(f"{server.api}/models", json={"model_name": EMBEDDING, "model_type": "embedding"},
+                          timeout=180)
+    assert response.status_code == 200, response.text
+    problems = watch(page)
+    page.goto(f"{server.endpoint}/ui/#/try/{EMBEDDING}")
+    page.get_by_role("button", name="Embed").click()
+    matrix = page.locator("table.matrix")
+    matrix.wait_for(timeout=60_000)
+    cells = [[float(c) for c in row.locator("td").all_inner_texts()] for row in matrix.locator("tbody tr").all()]
+    assert len(cells) == 3 and all(abs(cells[i][i] - 1) < 1e-3 for i in range(3))
+    # The two sentences about cats are closer to each other than to the one about markets.
+    assert cells[0][1] > cells[0][2] and cells[0][1] > cells[1][2]
+    screenshot(page, "try-embeddings")
+    assert problems.all() == []
+
+
+def test_register_page_previews_validates_and_registers(page: Any, server: LocalServer) -> None:
+    page.goto(f"{server.endpoint}/ui/#/register")
+    preview = page.locator("[data-testid=template-preview]")
+    preview.wait_for()
+    page.wait_for_function("document.querySelector('[data-testid=template-preview]').textContent.includes('Italy')")
+    assert "<|user|>\nWhat is the capital of France?" in preview.inner_text()
+    # A template the sandbox refuses shows the server's message.
+    page.locator("textarea.mono").fill("{{ messages.__class__ }}")
+    page.locator(".register-page .error-box").wait_for()
+    page.locator("textarea.mono").fill("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    page.wait_for_function("(document.querySelector('[data-testid=template-preview]') || {}).textContent"
+                           " === undefined ? false : document.querySelector('[data-testid=template-preview]')"
+                           ".textContent.startsWith('system: You are')")
+    # A field the form checks itself.
+    name = page.locator(".register-page input").nth(0)
+    name.fill("bad name!")
+    page.locator("[data-field=model_name]").wait_for()
+    assert page.get_by_role("button", name="Register").is_disabled()
+    name.fill("my-ui-model")
+    shown = json.loads(page.locator("[data-testid=register-json]").inner_text())
+    assert shown["model"]["model_name"] == "my-ui-model"
+    # The default weights path does not exist: the server's 400 names the field, and the page shows it there.
+    page.get_by_role("button", name="Register").click()
+    page.locator("[data-field=model_uri]").wait_for()
+    assert "exist" in page.locator("[data-field=model_uri]").inner_text()
+    weights = server.home / "my-ui-model.gguf"
+    weights.write_bytes(b"GGUF")
+    page.get_by_label("Local weights (file:///...)").fill(f"file://{weights}")
+    page.locator("[data-field=model_uri]").wait_for(state="detached")  # an edit drops the server's old error
+    page.get_by_role("button", name="Register").click()
+    page.locator(".register-page [role=status]").wait_for()
+    registered = httpx.get(f"{server.api}/model_registrations/LLM/my-ui-model", timeout=10)
+    assert registered.status_code == 200
+    assert registered.json()["chat_template"].startswith("{% for m in messages %}")
+    # A second registration of the same name: the server's error is shown.
+    page.get_by_role("button", name="Register").click()
+    page.locator(".register-page .error-box").wait_for()
+    # It is in the catalog, found by the "custom" filter.
+    page.goto(f"{server.endpoint}/ui/#/launch")
+    page.get_by_label("custom").check()
+    page.locator(".model-card[data-model=my-ui-model]").wait_for()
+    assert page.locator(".model-card").count() == 1
+
+
+def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
+    problems = watch(page)
+    page.goto(f"{server.endpoint}/ui/#/logs/{DEFAULT_MODEL}")
+    log = page.locator("[data-testid=log]")
+    page.wait_for_function("document.querySelector('[data-testid=log]')?.textContent.includes('loaded with')")
+    assert str(server.home) not in log.inner_text()
+    page.goto(f"{server.endpoint}/ui/#/cluster")
+    worker = page.locator(".worker").first
+    worker.wait_for()
+    assert DEFAULT_MODEL in worker.inner_text() and EMBEDDING in worker.inner_text()
+    assert problems.all() == []
