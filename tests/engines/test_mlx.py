@@ -142,34 +142,56 @@ def _engine() -> MLXEngine:
                        model_path="/m", config=MLXConfig(), hardware=CPU)
     engine.resolved = MLXConfig(max_model_len=64).resolve(cpu_count=2, metal=False, context_length=None)
     engine._stop_token_ids = frozenset({2})
+    engine._vocab_size = 49152
     return engine
 
 
 def test_request_fields_become_sampling_params() -> None:
     engine = _engine()
-    params = engine._params({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 3,
-                             "repeat_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": 0.25,
-                             "logit_bias": {"15": 200, "7": -3}, "stop": ["END"], "max_tokens": 8}, prompt_len=10)
+    plan = engine._plan("chat", {"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 3,
+                                 "repeat_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": 0.25,
+                                 "logit_bias": {"15": 100, "7": -3}, "stop": ["END"], "max_tokens": 8,
+                                 "logprobs": True, "top_logprobs": 2, "n": 2}, prompt_len=10)
+    params = plan.params
     assert (params.temperature, params.top_p, params.top_k, params.min_p, params.seed) == (0.7, 0.9, 40, 0.05, 3)
     assert (params.repetition_penalty, params.presence_penalty, params.frequency_penalty) == (1.2, 0.5, 0.25)
-    assert params.logit_bias == ((15, 100.0), (7, -3.0))  # clamped to OpenAI's [-100, 100]
+    assert params.logit_bias == ((15, 100.0), (7, -3.0))
     assert "END" in params.stop and "<|im_end|>" in params.stop and params.stop_token_ids == {2}
-    assert params.max_tokens == 8 and not params.greedy
-    defaults = engine._params({"temperature": 0, "top_k": -1, "ignore_eos": True}, prompt_len=10)
-    assert defaults.greedy and defaults.top_k == 0 and defaults.max_tokens == 54 and not defaults.stop_token_ids
+    assert params.max_tokens == 8 and (params.logprobs, params.top_logprobs) == (True, 2)
+    assert plan.n == 2 and plan.constraint is None
+    defaults = engine._plan("chat", {"temperature": 0, "top_k": -1, "ignore_eos": True}, prompt_len=10).params
+    assert defaults.temperature == 0 and defaults.top_k == 0 and defaults.max_tokens == 54
+    assert not defaults.stop_token_ids
+
+
+def test_structured_output_and_forced_calls_become_a_grammar() -> None:
+    pytest.importorskip("llguidance")
+    engine = _engine()
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    json_plan = engine._plan("chat", {"response_format": {"type": "json_schema",
+                                                          "json_schema": {"name": "c", "schema": schema}}}, 10)
+    assert json_plan.constraint is not None and json_plan.constraint.kind == "json_schema"
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
+    forced = engine._plan("chat", {"tools": tools, "tool_choice": "required"}, 10)
+    assert forced.constraint is not None and forced.constraint.kind == "tool_call"
+    assert engine._plan("chat", {"tools": tools, "tool_choice": "auto"}, 10).constraint is None
 
 
 def test_request_errors_are_400s_naming_the_field() -> None:
     engine = _engine()
-    for field, value in (("tools", [{"type": "function", "function": {"name": "f"}}]),
-                         ("response_format", {"type": "json_object"}), ("logprobs", True)):
-        with pytest.raises(UnsupportedOption) as caught:
-            engine._params({field: value}, prompt_len=4)
-        assert caught.value.param == field
-    with pytest.raises(InvalidRequest, match="logit_bias keys must be token ids"):
-        engine._params({"logit_bias": {"hello": 1}}, prompt_len=4)
+    for body, field in (({"n": 9}, "n"), ({"logit_bias": {"hello": 1}}, "logit_bias"),
+                        ({"logit_bias": {"1": 500}}, "logit_bias"), ({"top_logprobs": 2}, "top_logprobs"),
+                        ({"tool_choice": "required"}, "tool_choice")):
+        with pytest.raises(InvalidRequest) as caught:
+            engine._plan("chat", body, prompt_len=4)
+        assert caught.value.param == field, body
+    with pytest.raises(UnsupportedOption, match="MLX"):
+        engine._plan("chat", {"n": 9}, prompt_len=4)
+    with pytest.raises(InvalidRequest) as refused:
+        engine._plan("completions", {"response_format": {"type": "json_object"}}, prompt_len=4)
+    assert refused.value.param == "response_format"
     with pytest.raises(ContextLengthExceeded, match="64 tokens"):
-        engine._params({}, prompt_len=64)
+        engine._plan("chat", {}, prompt_len=64)
 
 
 def test_stop_string_prefixes_are_held_back() -> None:
@@ -266,9 +288,36 @@ def test_chat_stream_and_usage_through_the_server(mlx_server) -> None:  # type: 
     chunks = list(stream)
     assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
-    refused = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
-        "model": name, "messages": QUESTION, "response_format": {"type": "json_object"}})
-    assert refused.status_code == 400 and "response_format" in refused.text
+
+
+@pytest.mark.slow
+def test_json_schema_and_forced_tool_call_through_the_server(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    jsonschema = pytest.importorskip("jsonschema")
+    server, name = mlx_server
+    client = OpenAI(base_url=server.api, api_key="x")
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                               "country": {"type": "string", "maxLength": 30}},
+              "required": ["city", "country"], "additionalProperties": False}
+    reply = client.chat.completions.create(
+        model=name, messages=QUESTION, temperature=0, max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}})
+    jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schema)
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                               "parameters": schema}}]
+    forced = client.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "What is the weather in Paris?"}], temperature=0,
+        max_tokens=60, tools=tools, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    choice = forced.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), schema)
+    bad = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
+        "model": name, "messages": QUESTION, "response_format": {"type": "json_schema",
+                                                                 "json_schema": {"schema": {"type": "nonsense"}}}})
+    assert bad.status_code == 400 and "response_format" in bad.text
 
 
 @pytest.mark.slow

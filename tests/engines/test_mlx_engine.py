@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from benchmark._weights import converted_smollm2  # noqa: E402
 from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.mlx.engine import MLXEngine  # noqa: E402
 from xinference.engines.mlx.runtime import config_overrides  # noqa: E402
-from xinference.errors import ContextLengthExceeded, UnsupportedOption  # noqa: E402
+from xinference.errors import ContextLengthExceeded, InvalidRequest, UnsupportedOption  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
@@ -170,8 +171,73 @@ def test_request_errors(loop, engine) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ContextLengthExceeded, match="512"):
         chat(loop, engine, user("word " * 600), max_tokens=4)
     with pytest.raises(UnsupportedOption) as caught:
-        chat(loop, engine, user("hi"), response_format={"type": "json_object"})
-    assert caught.value.param == "response_format"
+        chat(loop, engine, user("hi"), n=20)
+    assert caught.value.param == "n"
+    bad_schema = {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}
+    with pytest.raises(InvalidRequest) as refused:
+        chat(loop, engine, user("hi"), response_format=bad_schema)
+    assert refused.value.param == "response_format"
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "description": "Local time of a city",
+                                           "parameters": {"type": "object", "properties": {
+                                               "city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_forced_tool_call_validates(loop, engine, choice) -> None:  # type: ignore[no-untyped-def]
+    jsonschema = pytest.importorskip("jsonschema")
+    reply = chat(loop, engine, user("What is the weather in Paris?"), tools=TOOLS, tool_choice=choice,
+                 temperature=0, max_tokens=60)
+    result = reply["choices"][0]
+    assert result["finish_reason"] == "tool_calls" and not result["message"]["content"]
+    [call] = result["message"]["tool_calls"]
+    schema = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == call["function"]["name"])
+    jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+    if isinstance(choice, dict):
+        assert call["function"]["name"] == "get_time"
+
+
+def test_json_schema_streamed_and_json_object(loop, engine) -> None:  # type: ignore[no-untyped-def]
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"capital": {"type": "string", "maxLength": 30},
+                                               "population_millions": {"type": "number"}},
+              "required": ["capital", "population_millions"], "additionalProperties": False}
+
+    async def streamed():  # type: ignore[no-untyped-def]
+        stream = await engine.chat_stream({
+            "messages": user("Capital of France, as JSON."), "temperature": 0, "max_tokens": 60,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}})
+        out, done = [], False
+        while not done:
+            batch, done = await stream.next_batch()
+            out.extend(batch)
+        return out
+
+    chunks = loop.run_until_complete(streamed())
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    jsonschema.validate(json.loads(text), schema)
+    any_object = chat(loop, engine, QUESTION, temperature=0, max_tokens=60, response_format={"type": "json_object"})
+    assert isinstance(json.loads(content(any_object)), dict)
+
+
+def test_logprobs_and_several_choices(loop, engine) -> None:  # type: ignore[no-untyped-def]
+    reply = chat(loop, engine, QUESTION, temperature=0, max_tokens=4, logprobs=True, top_logprobs=3)
+    entries = reply["choices"][0]["logprobs"]["content"]
+    assert len(entries) == reply["usage"]["completion_tokens"] == 4
+    for entry in entries:
+        assert len(entry["top_logprobs"]) == 3 and entry["logprob"] <= 0
+        assert entry["top_logprobs"][0]["token"] == entry["token"]  # greedy takes the best one
+        assert entry["top_logprobs"][0]["logprob"] == pytest.approx(entry["logprob"])
+    several = chat(loop, engine, user("Write a word."), temperature=1.0, seed=5, max_tokens=6, n=2)
+    assert [c["index"] for c in several["choices"]] == [0, 1]
+    assert all(c["finish_reason"] in ("stop", "length") for c in several["choices"])
+    assert 2 <= several["usage"]["completion_tokens"] <= 12  # both choices counted, each at most 6
 
 
 def test_single_sequence_mode(loop, weights, engine) -> None:  # type: ignore[no-untyped-def]

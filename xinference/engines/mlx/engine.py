@@ -18,17 +18,24 @@ measured on 2 cores with SmolLM2-135M, Transformers decodes ~21 tok/s and MLX ~1
 llama.cpp is faster than both. On a Mac, models with an mlx spec but no GGUF one go to MLX, and a launch can name
 it (``-en MLX``) for pytorch weights when Transformers is installed too.
 
-Requests: the chat template is rendered in the project's sandbox (:mod:`xinference.model.chat_template`: the family
-JSON's, else the tokenizer's), tokens are decoded by :mod:`.scheduler` (continuous batching with mlx-lm's batch
-generator), sampling is :mod:`.sampling`. ``tools`` and ``response_format`` are refused with a 400 until
-grammar-constrained decoding is wired in; ``logprobs`` likewise.
+Requests are handled the same way as by the Transformers engine, with its code: the fields are validated into
+sampling parameters, a grammar and a number of choices by :mod:`xinference.engines.transformers.requests`
+(``response_format`` json_object/json_schema and forced tool calls become a grammar,
+:mod:`xinference.engines.grammar`), and responses and chunks are shaped by
+:mod:`xinference.engines.transformers.outputs`, with tool calls and reasoning parsed out by
+:mod:`xinference.model.parsers`. What differs is below that: the chat template is rendered in the project's sandbox
+(:mod:`xinference.model.chat_template`: the family JSON's, else the tokenizer's; tools described in a system
+message when the template ignores them), tokens come from :mod:`.scheduler` (continuous batching with mlx-lm's batch
+generator) and are picked by :mod:`.sampling` (the grammar is a logits processor there).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,10 +43,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.envs import EnvRecipe
+from xinference.engines.grammar import Constraint, GrammarTokenizer
 from xinference.engines.mlx.config import MLXConfig, ResolvedMLXConfig
 from xinference.engines.mlx.runtime import find_openblas, load_model, preload_openblas
-from xinference.engines.mlx.sampling import SamplingParams, make_processors, make_sampler
+from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
 from xinference.engines.mlx.scheduler import Scheduler, Sequence
+from xinference.engines.transformers.outputs import (
+    CollectSink,
+    StreamGroup,
+    StreamSink,
+    chat_logprobs,
+    completion_logprobs,
+    usage,
+)
+from xinference.engines.transformers.requests import MAX_CHOICES, RequestPlan, sampling_params, template_kwargs
 from xinference.errors import (
     ContextLengthExceeded,
     InvalidRequest,
@@ -49,6 +66,9 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.chat_template import find_chat_template, render
+from xinference.model.parsers.postprocess import ChatOutputParser
+from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
+from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -60,104 +80,18 @@ logger = logging.getLogger(__name__)
 
 #: ``generate_step`` with sampler and logits processors, and ``load(model_config=...)``.
 MIN_MLX_LM = "0.20.0"
-#: Request fields this engine cannot honour yet; each is a 400 naming it.
-_UNSUPPORTED = {
-    "tools": "tool calls are not supported by the MLX engine yet; use llama.cpp",
-    "response_format": "response_format (JSON output) is not supported by the MLX engine yet; use llama.cpp",
-    "logprobs": "logprobs are not supported by the MLX engine",
-    "top_logprobs": "logprobs are not supported by the MLX engine",
-}
 
 
-class _StreamSink:
-    """Turns a sequence's text into chunks pushed to a ChunkStream (called on the scheduler thread)."""
-
-    def __init__(self, stream: ChunkStream, kind: str, uid: str, prompt_tokens: int, include_usage: bool) -> None:
-        self.stream = stream
-        self.kind = kind
-        self.uid = uid
-        self.prompt_tokens = prompt_tokens
-        self.include_usage = include_usage
-        self.id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-
-    @property
-    def cancelled(self) -> bool:
-        return self.stream.cancelled
-
-    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        kind = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.uid, "choices": choices}
-
-    def _choice(self, text: str | None, finish: str | None) -> dict[str, Any]:
-        if self.kind == "chat":
-            return {"index": 0, "delta": {} if text is None else {"content": text}, "finish_reason": finish}
-        return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
-
-    def start(self) -> None:
-        if self.kind == "chat":
-            self.stream.push(self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                           "finish_reason": None}]))
-
-    def on_text(self, seq: Sequence, text: str) -> None:
-        self.stream.push(self._chunk([self._choice(text, None)]))
-
-    def on_finish(self, seq: Sequence, reason: str) -> None:
-        self.stream.push(self._chunk([self._choice(None, reason)]))
-        if self.include_usage:
-            last = self._chunk([])
-            last["usage"] = _usage(self.prompt_tokens, len(seq.generated))
-            self.stream.push(last)
-        self.stream.finish()
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None:
-        self.stream.finish(error)
-
-
-class _CollectSink:
-    """Collects a whole completion and resolves a future on the actor's loop (called on the scheduler thread)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[str] = loop.create_future()
-        self.parts: list[str] = []
-        self.cancelled = False
-
-    def on_text(self, seq: Sequence, text: str) -> None:
-        self.parts.append(text)
-
-    def on_finish(self, seq: Sequence, reason: str) -> None:
-        self.loop.call_soon_threadsafe(_resolve, self.future, "".join(self.parts), None)
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None:
-        self.loop.call_soon_threadsafe(_resolve, self.future, None, error)
-
-
-def _resolve(future: asyncio.Future[str], value: str | None, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value or "")
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _logit_bias(raw: Any) -> tuple[tuple[int, float], ...]:
-    """OpenAI's ``{"token id": bias}`` as pairs; a key that is not a token id is a 400."""
-    if not raw:
-        return ()
-    pairs = []
-    for key, value in dict(raw).items():
-        try:
-            token = int(key)
-        except (TypeError, ValueError):
-            raise InvalidRequest(f"logit_bias keys must be token ids, got {key!r}", param="logit_bias") from None
-        pairs.append((token, max(-100.0, min(100.0, float(value)))))
-    return tuple(pairs)
+def _logits_width(model: Any, tokenizer: Any) -> int:
+    """The number of logits the model produces per token (the grammar's bitmask covers exactly these)."""
+    args = getattr(model, "args", None)
+    for source in (args, getattr(args, "text_config", None)):
+        width = getattr(source, "vocab_size", None) if source is not None else None
+        if isinstance(width, int) and width > 0:
+            return width
+        if isinstance(source, dict) and isinstance(source.get("vocab_size"), int):
+            return int(source["vocab_size"])
+    return len(tokenizer)
 
 
 class MLXEngine(Engine):
@@ -174,6 +108,8 @@ class MLXEngine(Engine):
     _tokenizer: Any = None
     _template: str | None = None
     _stop_token_ids: frozenset[int] = frozenset()
+    _vocab_size: int = 0
+    _grammar_tok: GrammarTokenizer | None = None
     #: the BLAS mlx uses in this process: a path to OpenBLAS, or "mlx" (the wheel's own)
     blas: str = "mlx"
 
@@ -236,6 +172,8 @@ class MLXEngine(Engine):
         self._tokenizer = scheduler.tokenizer
         self._template = find_chat_template(self.family, self.model_path)
         self._stop_token_ids = self._collect_stop_ids(scheduler.tokenizer)
+        self._vocab_size = _logits_width(scheduler.model, scheduler.tokenizer)
+        self._grammar_lock = threading.Lock()
         self._scheduler = scheduler
         self.blas = str(blas) if blas else "mlx"
 
@@ -273,93 +211,151 @@ class MLXEngine(Engine):
         return self._scheduler
 
     # -- requests ----------------------------------------------------------------------------------------------
-    def _prompt_ids(self, kind: str, request: dict[str, Any]) -> list[int]:
-        tokenizer = self._tokenizer
-        if kind == "completions":
-            return list(tokenizer.encode(request["prompt"]))
+    def _render(self, request: dict[str, Any]) -> str:
+        """The chat prompt from the sandboxed template; tools described in a system message when it ignores them."""
         if self._template is None:
             raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
                                  param="messages")
+        tokenizer = self._tokenizer
+        messages = request["messages"]
+        tools = request.get("tools") or None
+        if tools and not template_renders_tools(self._template):
+            messages, tools = with_tools(messages, tools), None  # the template would leave them out
         variables: dict[str, Any] = {"bos_token": tokenizer.bos_token or "", "eos_token": tokenizer.eos_token or ""}
-        variables.update(request.get("chat_template_kwargs") or {})
-        text = render(self._template, request["messages"], add_generation_prompt=True, **variables)
-        return list(tokenizer.encode(text, add_special_tokens=False))
+        if tools:
+            variables["tools"] = tools
+        variables.update(template_kwargs(request))
+        return render(self._template, messages, add_generation_prompt=True, **variables)
 
-    def _params(self, request: dict[str, Any], prompt_len: int) -> SamplingParams:
-        for name, why in _UNSUPPORTED.items():
-            if request.get(name):
-                raise UnsupportedOption(why, param=name)
+    def _plan(self, kind: str, request: dict[str, Any], prompt_len: int) -> RequestPlan:
+        if int(request.get("n") or 1) > MAX_CHOICES:
+            raise UnsupportedOption(f"n is at most {MAX_CHOICES} on the MLX engine", param="n")
         limit = self.resolved.max_model_len
         room = limit - prompt_len
         if room < 1:
             raise ContextLengthExceeded(
                 f"the prompt is {prompt_len} tokens but this model's context holds {limit} tokens; shorten the "
                 "prompt or relaunch the model with a larger max_model_len", param="messages")
-        stops = tuple(dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]))
-        temperature = request.get("temperature")
-        top_k = int(request.get("top_k") or 0)
-        return SamplingParams(
-            max_tokens=min(int(request.get("max_tokens") or room), room),
-            temperature=1.0 if temperature is None else float(temperature),
-            top_p=float(request.get("top_p") or 1.0),
-            top_k=max(0, top_k),
-            min_p=float(request.get("min_p") or 0.0),
-            seed=request.get("seed"),
-            repetition_penalty=float(request.get("repeat_penalty") or 1.0),
-            presence_penalty=float(request.get("presence_penalty") or 0.0),
-            frequency_penalty=float(request.get("frequency_penalty") or 0.0),
-            logit_bias=_logit_bias(request.get("logit_bias")),
-            stop=tuple(s for s in stops if s),
-            stop_token_ids=frozenset() if request.get("ignore_eos") else self._stop_token_ids,
+        stops = tuple(s for s in dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]) if s)
+        return sampling_params(
+            kind, request, max_tokens=min(int(request.get("max_tokens") or room), room), stop=stops,
+            stop_token_ids=self._stop_token_ids, vocab_size=self._vocab_size,
+            tool_format=tool_call_format_of(self.family),
         )
 
-    def _sequence(self, kind: str, request: dict[str, Any], sink: Any) -> Sequence:
+    def _grammar_tokenizer(self) -> GrammarTokenizer:
+        """Built at the first constrained request (~0.5 s), then shared."""
+        with self._grammar_lock:
+            if self._grammar_tok is None:
+                hf = getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer
+                self._grammar_tok = GrammarTokenizer.from_hf(hf, self._vocab_size, sorted(self._stop_token_ids))
+            return self._grammar_tok
+
+    def _output_parser(self, request: dict[str, Any], prompt_text: str | None,
+                       constraint: Constraint | None) -> ChatOutputParser | None:
+        if constraint is not None and constraint.kind != "tool_call":
+            return None  # the grammar made it JSON: nothing to parse out of it
+        tags = reasoning_tags_of(self.family)
+        primed = bool(tags and prompt_text and prompt_text.rstrip().endswith(tags.start))
+        fmt = constraint.tool_format if constraint is not None else None
+        return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
+
+    async def _build(self, kind: str, request: dict[str, Any]) -> tuple[list[int], RequestPlan, str | None]:
         self._ready()
-        ids = self._prompt_ids(kind, request)
-        params = self._params(request, len(ids))
-        return Sequence(ids, params, sink, sampler=make_sampler(params), processors=make_processors(params))
+        tokenizer = self._tokenizer
+        if kind == "chat":
+            prompt_text: str | None = self._render(request)
+            ids = list(tokenizer.encode(prompt_text, add_special_tokens=False))
+        else:
+            prompt_text = None
+            ids = list(tokenizer.encode(request["prompt"]))
+        plan = self._plan(kind, request, len(ids))
+        if plan.constraint is not None:
+            grammar_tokenizer = await asyncio.to_thread(self._grammar_tokenizer)
+            plan.constraint.matcher(grammar_tokenizer)  # a schema llguidance cannot build is a 400 before any token
+        return ids, plan, prompt_text
+
+    def _sequences(self, ids: list[int], plan: RequestPlan, sinks: list[Any]) -> list[Sequence]:
+        seqs = []
+        for index, sink in enumerate(sinks):
+            params = plan.params
+            if params.seed is not None and index:
+                params = dataclasses.replace(params, seed=params.seed + index)  # n choices, not n copies
+            grammar = None
+            if plan.constraint is not None:
+                assert self._grammar_tok is not None
+                grammar = GrammarMask(plan.constraint.matcher(self._grammar_tok), self._vocab_size)
+            seqs.append(Sequence(ids, params, sink, sampler=make_sampler(params),
+                                 processors=make_processors(params, grammar), grammar=grammar))
+        return seqs
 
     async def _complete(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        sink = _CollectSink(asyncio.get_running_loop())
-        seq = self._sequence(kind, request, sink)
+        ids, plan, prompt_text = await self._build(kind, request)
+        loop = asyncio.get_running_loop()
+        sinks = [CollectSink(loop) for _ in range(plan.n)]
+        seqs = self._sequences(ids, plan, sinks)
         scheduler = self._ready()
-        scheduler.submit(seq)
+        for seq in seqs:
+            scheduler.submit(seq)
         try:
-            text = await sink.future
-        except asyncio.CancelledError:
-            sink.cancelled = True  # the caller went away: the sequence leaves the batch at its next token
+            texts = await asyncio.gather(*(sink.future for sink in sinks))
+        except (asyncio.CancelledError, XinferenceError):
+            for sink in sinks:
+                sink.cancelled = True  # the caller went away: the sequences stop at their next token
             scheduler.wake()
             raise
-        usage = _usage(len(seq.prompt_ids), len(seq.generated))
-        reason = seq.finish_reason or "stop"
+        choices = [self._choice(kind, i, text, seq) for i, (text, seq) in enumerate(zip(texts, seqs, strict=True))]
+        obj, prefix = ("chat.completion", "chatcmpl") if kind == "chat" else ("text_completion", "cmpl")
+        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
+                    "model": self.model_uid, "choices": choices,
+                    "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs))}
         if kind == "chat":
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": reason}
-            obj, prefix = "chat.completion", "chatcmpl"
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
-            obj, prefix = "text_completion", "cmpl"
-        return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
-                "model": self.model_uid, "choices": [choice], "usage": usage}
+            parser = self._output_parser(request, prompt_text, plan.constraint)
+            if parser is not None:
+                parser.fix_response(response)
+            if request.get("parallel_tool_calls") is False:
+                for choice in choices:
+                    calls = choice["message"].get("tool_calls")
+                    if calls:
+                        del calls[1:]
+        return response
 
-    def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
+    def _choice(self, kind: str, index: int, text: str, seq: Sequence) -> dict[str, Any]:
+        reason = seq.finish_reason or "stop"
+        entries = seq.token_logprobs if seq.params.logprobs else []
+        if kind == "chat":
+            return {"index": index, "message": {"role": "assistant", "content": text},
+                    "logprobs": chat_logprobs(self._tokenizer, entries) if entries else None, "finish_reason": reason}
+        logprobs = completion_logprobs(self._tokenizer, entries) if seq.params.logprobs else None
+        return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
+
+    async def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
+        ids, plan, prompt_text = await self._build(kind, request)
         stream = ChunkStream()
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        sink = _StreamSink(stream, kind, self.model_uid, 0, include_usage)
-        seq = self._sequence(kind, request, sink)
-        sink.prompt_tokens = len(seq.prompt_ids)
-        sink.start()
-        self._ready().submit(seq)
+        parser = self._output_parser(request, prompt_text, plan.constraint) if kind == "chat" else None
+        group = StreamGroup(stream, kind, self.model_uid, len(ids), plan.n, include_usage,
+                            parser.stream() if parser is not None else None, self._tokenizer)
+        group.start(plan.n)
+        seqs = self._sequences(ids, plan, [StreamSink(group, i) for i in range(plan.n)])
+        scheduler = self._ready()
+        for seq in seqs:
+            scheduler.submit(seq)
         return stream
 
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._complete("chat", request)
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return self._stream("chat", request)
+        return await self._stream("chat", request)
+
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
+        self._ready()
+        return len(self._tokenizer.encode(self._render(request), add_special_tokens=False))
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._complete("completions", request)
 
     async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return self._stream("completions", request)
+        return await self._stream("completions", request)

@@ -34,6 +34,8 @@ _OPENBLAS_DIRS = ("/usr/lib/{triplet}/openblas-pthread", "/usr/lib/{triplet}")
 _TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 #: Scaling fields transformers 5 moved under ``rope_parameters`` that mlx-lm reads from ``rope_scaling``.
 _SCALING_TYPES_IGNORED = (None, "default")
+#: the OpenBLAS this process loaded before mlx (a second model in the same process finds it here)
+_preloaded: Path | None = None
 
 
 def config_overrides(model_path: str | Path) -> dict[str, Any]:
@@ -87,10 +89,11 @@ def preload_openblas(threads: int) -> Path | None:
     Already preloaded (``LD_PRELOAD``, see ``MLXEngine.process_env``): only the thread count is set. Otherwise it
     must run before the first ``import mlx.core`` in this process; later it would change nothing, so it declines.
     """
+    global _preloaded
     path = find_openblas()
     if path is None:
         return None
-    preloaded = str(path) in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
+    preloaded = path == _preloaded or str(path) in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()
     if not preloaded and "mlx.core" in sys.modules:
         logger.warning("mlx is already imported in this process; OpenBLAS at %s cannot take over its BLAS", path)
         return None
@@ -102,6 +105,7 @@ def preload_openblas(threads: int) -> Path | None:
     set_threads = getattr(library, "openblas_set_num_threads", None)
     if set_threads is not None:
         set_threads(ctypes.c_int(threads))
+    _preloaded = path
     return path
 
 

@@ -1,9 +1,10 @@
-"""How each token of a request is picked: OpenAI/llama.cpp sampling fields turned into mlx-lm samplers and logits
-processors.
+"""How each token of a request is picked on MLX: the request's :class:`SamplingParams` (built and validated by the
+same code as the Transformers engine's, :mod:`xinference.engines.transformers.requests`) turned into mlx-lm
+samplers and logits processors.
 
 A sampler is called with a row of log-probabilities and returns the chosen token; logits processors edit the
-logits first (penalties, ``logit_bias``, a grammar's token mask). Each sampled request gets its *own* random key,
-split once per token, so a ``seed`` gives the same text whether the request decodes alone or in a batch with
+logits first (``logit_bias``, penalties, then a grammar's token mask). Each sampled request gets its *own* random
+key, split once per token, so a ``seed`` gives the same text whether the request decodes alone or in a batch with
 others (mlx's global random state would be shared by every row). Greedy requests share mlx-lm's greedy sampler,
 which lets the batch generator pick all their tokens in one call.
 """
@@ -11,35 +12,15 @@ which lets the batch generator pick all their tokens in one call.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["SamplingParams", "make_processors", "make_sampler"]
+from xinference.engines.grammar import GrammarMatcher, allocate_bitmask, bitmask_to_bool
+from xinference.engines.transformers.batching import SamplingParams
+
+__all__ = ["REPETITION_CONTEXT", "GrammarMask", "SamplingParams", "make_processors", "make_sampler"]
 
 #: Tokens of context the repetition penalty looks at (llama.cpp's ``repeat_last_n`` default).
 REPETITION_CONTEXT = 64
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """One request's decoding settings; ``temperature == 0`` is greedy, ``top_k == 0`` and ``top_p == 1`` are off."""
-
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    seed: int | None = None
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: tuple[tuple[int, float], ...] = ()
-    stop: tuple[str, ...] = ()
-    stop_token_ids: frozenset[int] = frozenset()
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0
 
 
 class _KeyedSampler:
@@ -70,14 +51,45 @@ class _KeyedSampler:
 
 def make_sampler(params: SamplingParams) -> Callable[[Any], Any] | None:
     """The request's sampler, or None for greedy decoding (the generator's shared greedy sampler)."""
-    return None if params.greedy else _KeyedSampler(params)
+    return None if params.temperature <= 0 else _KeyedSampler(params)
 
 
-def make_processors(params: SamplingParams, extra: tuple[Callable[[Any, Any], Any], ...] = ()) -> list[Any]:
-    """Logits processors for the penalties and ``logit_bias`` (mlx-lm's own), then ``extra`` (a grammar mask).
+class GrammarMask:
+    """A logits processor that lets through only the tokens a grammar allows next.
+
+    mlx-lm calls a row's processors once per step, with that row's tokens so far, *before* it hands back the token
+    the step consumed: the first call follows the prompt, each later call's last token is the one sampled at the
+    previous step. So this processor is the one place the matcher advances, and by the time the scheduler sees a
+    token, ``matcher.done`` already accounts for it. A token the grammar refuses (never sampled, since it was
+    masked) is recorded in ``error`` and the logits are left alone; the scheduler then fails that request alone.
+    """
+
+    def __init__(self, matcher: GrammarMatcher, vocab_size: int) -> None:
+        self.matcher = matcher
+        self.error: str | None = None
+        self._row = allocate_bitmask(1, vocab_size)[0]
+        self._started = False
+
+    def __call__(self, tokens: Any, logits: Any) -> Any:
+        import mlx.core as mx
+
+        if self._started and self.error is None:
+            token = int(tokens[-1].item())
+            if not self.matcher.accept(token):
+                self.error = f"the grammar refused token {token}: {self.matcher.error}"
+        self._started = True
+        if self.error is not None:
+            return logits
+        self.matcher.fill_bitmask(self._row)
+        allowed = mx.array(bitmask_to_bool(self._row, logits.shape[-1]))
+        return mx.where(allowed, logits, mx.array(-float("inf"), dtype=logits.dtype))
+
+
+def make_processors(params: SamplingParams, grammar: GrammarMask | None = None) -> list[Any]:
+    """Logits processors for ``logit_bias`` and the penalties (mlx-lm's own), then the grammar mask.
 
     ``repeat_penalty`` looks at the last :data:`REPETITION_CONTEXT` tokens, as llama.cpp does; presence and
-    frequency penalties at the whole completion (``max_tokens`` tokens of context).
+    frequency penalties at ``max_tokens`` tokens (the whole completion).
     """
     from mlx_lm.sample_utils import make_logits_processors
 
@@ -90,5 +102,6 @@ def make_processors(params: SamplingParams, extra: tuple[Callable[[Any, Any], An
         frequency_penalty=params.frequency_penalty or None,
         frequency_context_size=params.max_tokens,
     ))
-    processors.extend(extra)
+    if grammar is not None:
+        processors.append(grammar)
     return processors

@@ -11,8 +11,10 @@ Two modes, chosen at load:
   ``mlx_lm.generate.generate_step``; cancel is checked before every token.
 
 Either way each token goes through :meth:`Scheduler._accept`: stop tokens, stop strings (text before a stop string
-is sent, the text that could begin one is held back), ``max_tokens``, and incomplete UTF-8 held until its next
-bytes. Output goes to the request's :class:`Sink`, called on this thread (it must only hand data over).
+is sent, the text that could begin one is held back), ``max_tokens``, a grammar that is complete, and incomplete
+UTF-8 held until its next bytes; its log-probability is recorded when the request asked. Output goes to the
+request's :class:`Sink`, called on this thread (it must only hand data over): the Transformers engine's sinks
+(:mod:`xinference.engines.transformers.outputs`) read ``params``, ``generated`` and ``token_logprobs`` only.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from xinference.engines.mlx.sampling import SamplingParams
+from xinference.engines.mlx.sampling import GrammarMask, SamplingParams
 from xinference.errors import EngineError, ModelUnavailable, XinferenceError
 
 __all__ = ["Scheduler", "Sequence", "Sink", "batch_api_available", "held_back"]
@@ -56,7 +58,11 @@ class Sequence:
     sink: Sink
     sampler: Any = None
     processors: list[Any] = field(default_factory=list)
+    #: the grammar mask among ``processors``, when the output is constrained
+    grammar: GrammarMask | None = None
     generated: list[int] = field(default_factory=list)
+    #: per generated token when ``params.logprobs``: (token id, logprob, [(alternative id, logprob), ...])
+    token_logprobs: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
     emitted_chars: int = 0
     finish_reason: str | None = None
 
@@ -136,7 +142,8 @@ class Scheduler:
             self._thread.join(timeout)
 
     def stats(self) -> dict[str, Any]:
-        return {"mode": self.mode, "decode_steps": self.steps, "running": len(self._running),
+        running = sum(1 for seq in list(self._running.values()) if not seq.done)
+        return {"mode": self.mode, "decode_steps": self.steps, "running": running,
                 "waiting": len(self._waiting), "max_batch_seen": self.max_batch_seen,
                 "max_num_seqs": self.max_num_seqs, "finished": self.finished, "aborted": self.aborted,
                 "generated_tokens": self.generated_tokens}
@@ -242,7 +249,7 @@ class Scheduler:
                 self._emit(seq, final=True)
                 self._finish(seq, "stop")
             else:
-                self._accept(seq, int(response.token), limit_reached=reason is not None)
+                self._accept(seq, int(response.token), response.logprobs, limit_reached=reason is not None)
             if reason is not None:
                 del self._running[response.uid]  # the generator already let it go
         self._drop_done()
@@ -272,7 +279,7 @@ class Scheduler:
             steps = generate_step(mx.array(seq.prompt_ids), self.model, max_tokens=seq.params.max_tokens,
                                   sampler=seq.sampler or greedy_sampler, logits_processors=seq.processors or None,
                                   prefill_step_size=self.prefill_step_size)
-            for count, (token, _) in enumerate(steps, start=1):
+            for count, (token, logprobs) in enumerate(steps, start=1):
                 if seq.sink.cancelled or self._stopping:
                     break
                 self.steps += 1
@@ -280,7 +287,7 @@ class Scheduler:
                     self._emit(seq, final=True)
                     self._finish(seq, "stop")
                 else:
-                    self._accept(seq, int(token), limit_reached=count >= seq.params.max_tokens)
+                    self._accept(seq, int(token), logprobs, limit_reached=count >= seq.params.max_tokens)
                 if seq.done:
                     break
             if seq.finish_reason is None and seq.sink.cancelled:
@@ -293,12 +300,20 @@ class Scheduler:
                 self._running.pop(0, None)
 
     # -- output ------------------------------------------------------------------------------------------------
-    def _accept(self, seq: Sequence, token: int, *, limit_reached: bool) -> None:
+    def _accept(self, seq: Sequence, token: int, logprobs: Any, *, limit_reached: bool) -> None:
         """Record a generated token, send the text now safe to send, and end the sequence when it should."""
+        if seq.grammar is not None and seq.grammar.error is not None:
+            seq.finish_reason = "error"  # leaves the batch at once; the others go on
+            self.finished += 1
+            seq.sink.on_error(seq, EngineError(f"MLX: {seq.grammar.error}"))
+            return
         seq.generated.append(token)
         self.generated_tokens += 1
-        final = limit_reached or len(seq.generated) >= seq.params.max_tokens
-        if self._emit(seq, final=final):
+        if seq.params.logprobs:
+            _record_logprobs(seq, logprobs, token)
+        grammar_done = seq.grammar is not None and seq.grammar.matcher.done
+        final = limit_reached or grammar_done or len(seq.generated) >= seq.params.max_tokens
+        if self._emit(seq, final=final) or grammar_done:
             self._finish(seq, "stop")
         elif final:
             self._finish(seq, "length")
@@ -326,6 +341,21 @@ class Scheduler:
         seq.finish_reason = reason
         self.finished += 1
         seq.sink.on_finish(seq, reason)
+
+
+def _record_logprobs(seq: Sequence, logprobs: Any, token: int) -> None:
+    """The chosen token's log-probability and the ``top_logprobs`` best, from the processed distribution (after
+    penalties and the grammar's mask, before temperature), as the Transformers engine reports them."""
+    import mlx.core as mx
+
+    row = logprobs.reshape(-1)
+    top: list[tuple[int, float]] = []
+    count = seq.params.top_logprobs
+    if count > 0:
+        ids = mx.argpartition(-row, kth=count - 1)[:count]
+        pairs = zip(ids.tolist(), row[ids].tolist(), strict=True)
+        top = sorted(((int(i), float(v)) for i, v in pairs), key=lambda pair: -pair[1])
+    seq.token_logprobs.append((token, float(row[token].item()), top))
 
 
 def held_back(text: str, stops: tuple[str, ...]) -> int:
