@@ -1,4 +1,9 @@
-"""What the model-management routes do: launch, list, describe, terminate (through the supervisor)."""
+"""What the model-management routes do: launch, list, describe, terminate (through the supervisor).
+
+Listed and described models keep OpenAI's list shape (``{"object": "list", "data": [{"id", "object", "created",
+"owned_by", ...}]}``) plus the original Xinference fields, and say what a client needs to use them (see
+:func:`model_entry`): the context the running model serves, its abilities, its engine and its status.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from typing import Any
 
 from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
 from xinference.api.route_cache import RouteTable
+from xinference.model.memory import CONTEXT_OPTIONS
 
-__all__ = ["ModelsService"]
+__all__ = ["ModelsService", "model_entry"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +34,10 @@ class ModelsService:
         return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": info["status"]}
 
     async def list(self) -> dict[str, Any]:
-        return {"object": "list", "data": await self._supervisor.list_models()}
+        return {"object": "list", "data": [model_entry(info) for info in await self._supervisor.list_models()]}
 
     async def describe(self, model_uid: str) -> dict[str, Any]:
-        info: dict[str, Any] = await self._supervisor.describe_model(model_uid)
-        return info
+        return model_entry(await self._supervisor.describe_model(model_uid))
 
     async def progress(self, model_uid: str) -> dict[str, Any]:
         """``{"progress": 0.0-1.0}`` of a launch (the weights' download, per replica); 1.0 once ready."""
@@ -60,3 +65,31 @@ class ModelsService:
     async def terminate(self, model_uid: str) -> None:
         await self._supervisor.terminate_model(model_uid)
         self._routes.invalidate()
+
+
+def model_entry(info: dict[str, Any]) -> dict[str, Any]:
+    """A supervisor record as listed, with what clients size and pick models by.
+
+    - ``context_length``: the tokens one request may use on the running model (prompt + completion): the engine's
+      resolved context (``n_ctx``, per slot when llama.cpp's KV cache is not unified; ``max_model_len``;
+      ``context_length``), else the model's own. ``model_context_length`` is the model's own maximum.
+    - ``abilities``: ``model_ability`` plus ``tools`` when the family declares a tool-call format and ``reasoning``
+      when it declares reasoning tags (what the platform can parse for it).
+    - ``engine`` and ``status`` repeat ``model_engine`` and the launch status under the short names.
+    """
+    entry = dict(info)
+    model_context = info.get("context_length")
+    config = info.get("engine_config") or {}
+    served = next((config[k] for k in CONTEXT_OPTIONS if isinstance(config.get(k), int) and config[k] > 0), None)
+    if served is not None and config.get("kv_unified") is False and isinstance(config.get("n_parallel"), int):
+        served //= max(1, config["n_parallel"])
+    entry["model_context_length"] = model_context
+    entry["context_length"] = served or model_context
+    abilities = list(info.get("model_ability") or [])
+    for ability, declared in (("tools", info.get("tool_call_format")), ("reasoning", info.get("reasoning_tags"))):
+        if declared and ability not in abilities:
+            abilities.append(ability)
+    entry["abilities"] = abilities
+    entry["engine"] = info.get("model_engine")
+    entry["status"] = info.get("status")
+    return entry

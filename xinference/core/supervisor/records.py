@@ -119,6 +119,9 @@ class ModelRecord:
             "model_hub": hub,
             "revision": spec.model_revision,
             "context_length": family.context_length,
+            "tool_call_format": family.tool_call_format,
+            "reasoning_tags": [family.reasoning_start_tag, family.reasoning_end_tag]
+            if family.reasoning_start_tag else None,
             "replica": self.replica,
             "status": self.status,
             "address": self.replicas[0].worker_address if self.replicas else None,
