@@ -187,3 +187,24 @@ def test_reasoning_end_to_end(loop) -> None:
         assert not "".join(d.get("content") or "" for d in deltas)
     finally:
         loop.run_until_complete(engine.unload())
+
+
+def test_forced_call_in_a_family_format(loop) -> None:
+    """A family declaring Hermes calls: the grammar writes the call inside ``<tool_call>`` markers, the Hermes
+    parser reads it back, whole and streamed."""
+    base = ModelRegistry().get("smollm2-instruct").model_dump()
+    family = ModelFamily.model_validate({**base, "model_name": "smollm2-hermes", "tool_call_format": "hermes",
+                                         "model_ability": ["chat", "tools"]})
+    engine = make_engine(loop, family)
+    try:
+        reply = chat(loop, engine, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        [call] = reply["choices"][0]["message"]["tool_calls"]
+        jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER)
+        assert reply["choices"][0]["finish_reason"] == "tool_calls"
+        assert not reply["choices"][0]["message"]["content"]  # the markers never reach the content
+        chunks = collect(loop, engine, tools=TOOLS, tool_choice="required")
+        text = "".join(ch["delta"].get("content") or "" for c in chunks for ch in c["choices"])
+        pieces = [tc for c in chunks for ch in c["choices"] for tc in ch["delta"].get("tool_calls") or []]
+        assert "tool_call>" not in text and pieces and pieces[0]["function"]["name"] in {"get_weather", "get_time"}
+    finally:
+        loop.run_until_complete(engine.unload())
