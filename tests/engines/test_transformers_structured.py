@@ -208,3 +208,16 @@ def test_forced_call_in_a_family_format(loop) -> None:
         assert "tool_call>" not in text and pieces and pieces[0]["function"]["name"] in {"get_weather", "get_time"}
     finally:
         loop.run_until_complete(engine.unload())
+
+
+def test_tool_result_round_trip(loop, engine) -> None:
+    """A forced call, then its result sent back: the model answers in text (SmolLM2's template renders neither
+    tools nor calls; both are written into the prompt)."""
+    first = chat(loop, engine, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    call = first["choices"][0]["message"]["tool_calls"][0]
+    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": call["id"], "content": "18 degrees and sunny"}]
+    reply = chat(loop, engine, messages=history, tools=TOOLS, max_tokens=30)
+    assert reply["choices"][0]["message"]["content"] and reply["choices"][0]["finish_reason"] in ("stop", "length")
+    prompt = engine._render({"messages": history, "tools": TOOLS})
+    assert "18 degrees and sunny" in prompt and call["function"]["arguments"].strip("{}") in prompt

@@ -42,7 +42,7 @@ from xinference.errors import (
 )
 from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
-from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
+from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
 
 __all__ = ["TransformersEngine"]
 
@@ -162,9 +162,10 @@ class TransformersEngine(Engine):
         if template is None and not own:
             raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
                                  param="messages")
-        messages = request["messages"]
+        renders_tools = template_renders_tools(template or own)
+        messages = history_for_template(request["messages"], renders_tools)
         tools = request.get("tools") or None
-        if tools and not template_renders_tools(template or own):
+        if tools and not renders_tools:
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
         with _template_errors():
             text: str = tokenizer.apply_chat_template(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["template_renders_tools", "tool_system_prompt", "with_tools"]
+__all__ = ["history_for_template", "template_renders_tools", "tool_system_prompt", "with_tools"]
 
 
 def template_renders_tools(template: str | None) -> bool:
@@ -27,3 +27,43 @@ def with_tools(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> l
     if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
         return [{**messages[0], "content": messages[0]["content"] + "\n\n" + note}, *messages[1:]]
     return [{"role": "system", "content": note}, *messages]
+
+
+def _arguments_object(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def history_for_template(messages: list[dict[str, Any]], renders_tools: bool) -> list[dict[str, Any]]:
+    """Earlier tool calls made renderable (a new list; the input is not changed).
+
+    Templates that render tools (Qwen, Llama) write ``function.arguments`` with ``tojson``: OpenAI's JSON *string*
+    would come out encoded twice, so it is given to them as the object it encodes. A template that knows nothing of
+    tools would print an assistant call as an empty message: the call is written into its content as the JSON the
+    model is asked to produce.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") != "assistant" or not calls:
+            out.append(message)
+            continue
+        if renders_tools:
+            fixed = []
+            for call in calls:
+                function = dict(call.get("function") or {})
+                function["arguments"] = _arguments_object(function.get("arguments"))
+                fixed.append({**call, "function": function})
+            out.append({**message, "tool_calls": fixed})
+            continue
+        written = "\n".join(json.dumps({"name": (c.get("function") or {}).get("name"),
+                                         "arguments": _arguments_object((c.get("function") or {}).get("arguments"))},
+                                        ensure_ascii=False) for c in calls)
+        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        rest = {k: v for k, v in message.items() if k != "tool_calls"}
+        out.append({**rest, "content": f"{text}\n{written}" if text else written})
+    return out

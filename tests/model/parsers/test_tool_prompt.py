@@ -1,0 +1,36 @@
+"""Tools and earlier calls made renderable for chat templates with and without tool support."""
+
+from __future__ import annotations
+
+import json
+
+from xinference.model.chat_template import render
+from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+HISTORY = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
+]
+# the way Qwen2.5's and Llama 3.1's templates write a call: arguments through tojson
+TOOL_TEMPLATE = ("{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+                 "<call>{{ c.function.arguments | tojson }}</call>{% endfor %}"
+                 "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}{{ tools | length }}")
+PLAIN_TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+
+
+def test_a_tool_template_gets_arguments_as_an_object() -> None:
+    assert template_renders_tools(TOOL_TEMPLATE) and not template_renders_tools(PLAIN_TEMPLATE)
+    text = render(TOOL_TEMPLATE, history_for_template(HISTORY, renders_tools=True), tools=TOOLS)
+    assert '<call>{"city": "Paris"}</call>' in text  # encoded once, not a JSON string of JSON
+    assert HISTORY[1]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'  # input untouched
+
+
+def test_a_plain_template_sees_the_call_and_the_tools() -> None:
+    messages = with_tools(history_for_template(HISTORY, renders_tools=False), TOOLS)
+    text = render(PLAIN_TEMPLATE, messages)
+    assert text.startswith("system: You can call these functions:")
+    assert json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}}) in text
+    assert "tool: 18 C" in text and "None" not in text
