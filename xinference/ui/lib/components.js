@@ -28,12 +28,14 @@ export function Modal({ title, onClose, children, wide }) {
     </div>`;
 }
 
-/** Call `fn` now and every `ms` while the component is shown (and the tab visible); returns [data, error]. */
-export function usePoll(fn, ms, deps = []) {
+/** Call `fn` now and every `ms` while the component is shown, the tab visible and `enabled`; returns
+ * [data, error]. */
+export function usePoll(fn, ms, deps = [], enabled = true) {
   const [state, setState] = useState({ data: null, error: null });
   const fnRef = useRef(fn);
   fnRef.current = fn;
   useEffect(() => {
+    if (!enabled) return undefined;
     let stopped = false;
     let timer = null;
     const tick = async () => {
@@ -52,7 +54,7 @@ export function usePoll(fn, ms, deps = []) {
       stopped = true;
       clearTimeout(timer);
     };
-  }, deps);
+  }, [...deps, enabled]);
   return [state.data, state.error];
 }
 

@@ -73,11 +73,16 @@ export function LaunchProgress({ uid }) {
       if (err.status === 404) setGone(true);
       throw err;
     }
-  }, 700, [uid]);
-  if (gone && !state) return html`<p class="muted">The launch of ${uid} was cancelled.</p>`;
+  }, 700, [uid], !gone);
+  if (gone) {
+    return html`<div class="launch-progress" data-testid="launch-progress">
+      <p><strong>${uid}</strong> <${StatusBadge} status="cancelled" /></p>
+      <p>The launch of ${uid} was cancelled: it is no longer listed.</p>
+      <div class="actions"><a class="button" href="#/running">Running models</a></div></div>`;
+  }
   if (!state) return html`<p class="muted">Starting…</p>`;
   const { model, progress, events } = state;
-  const status = gone ? "cancelled" : model.status;
+  const status = model.status;
   const failure = status === "failed" ? [...events].reverse().find((e) => e.event === "launch_failed") : null;
   const fraction = Math.max(0, Math.min(1, progress.progress || 0));
   const cancel = async () => {
