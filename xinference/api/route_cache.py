@@ -90,6 +90,11 @@ class RouteTable:
     def invalidate(self) -> None:
         self._stale = True
 
+    def in_flight(self, model_uid: str) -> int:
+        """Requests this API process has open on ``model_uid``'s replicas now (0 when none or not routed yet)."""
+        route = self._routes.get(model_uid)
+        return sum(r.outstanding for r in route.replicas) if route is not None else 0
+
     async def refresh(self) -> None:
         async with self._lock:
             version, routes = await self._supervisor.get_routes()

@@ -34,7 +34,10 @@ class ModelsService:
         return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": info["status"]}
 
     async def list(self) -> dict[str, Any]:
-        return {"object": "list", "data": [model_entry(info) for info in await self._supervisor.list_models()]}
+        data = [model_entry(info) for info in await self._supervisor.list_models()]
+        for entry in data:  # through this API process (the web UI's Running page shows it)
+            entry["requests_in_flight"] = self._routes.in_flight(entry["model_uid"])
+        return {"object": "list", "data": data}
 
     async def describe(self, model_uid: str) -> dict[str, Any]:
         return model_entry(await self._supervisor.describe_model(model_uid))
