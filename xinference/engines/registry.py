@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 from xinference.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from xinference.core.hardware import HardwareInfo
     from xinference.engines.base import Engine
 
-__all__ = ["ENGINE_ORDER", "engine_names", "get_engine_class", "resolve_engine_name"]
+__all__ = ["ENGINE_ORDER", "engine_names", "engine_order", "get_engine_class", "resolve_engine_name"]
 
 #: name → "module:Class". The order is the preference used when a launch names no engine.
 _ENGINES: dict[str, str] = {
@@ -34,6 +35,20 @@ _ENGINES: dict[str, str] = {
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
+
+#: GPU servers that also have a CPU build: on a worker without an NVIDIA GPU they are a fallback, tried right after
+#: llama.cpp (GGUF, lighter and faster to start) instead of first.
+_CPU_FALLBACKS: tuple[str, ...] = ("vLLM",)
+
+
+def engine_order(hardware: HardwareInfo | None = None) -> tuple[str, ...]:
+    """The preference order on ``hardware``: :data:`ENGINE_ORDER`, except that on a worker without an NVIDIA GPU
+    vLLM (its CPU build) comes after llama.cpp."""
+    if hardware is None or hardware.cuda_available:
+        return ENGINE_ORDER
+    rest = tuple(name for name in ENGINE_ORDER if name not in _CPU_FALLBACKS)
+    after = rest.index("llama.cpp") + 1
+    return rest[:after] + _CPU_FALLBACKS + rest[after:]
 
 
 def engine_names() -> list[str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xinference.engines.base import Verdict
-from xinference.engines.registry import ENGINE_ORDER, get_engine_class, resolve_engine_name
+from xinference.engines.registry import ENGINE_ORDER, engine_order, get_engine_class, resolve_engine_name
 from xinference.errors import EngineRejected
 
 if TYPE_CHECKING:
@@ -152,7 +152,8 @@ def _hub_of(spec: ModelSpec) -> str:
 
 def choose_engine(requested: str | None, choices: list[SpecChoice], hardware: HardwareInfo) -> EngineMatch:
     """The engine to launch with: the requested one (EngineRejected quoting its reason when it cannot), or the
-    first engine of :data:`ENGINE_ORDER` that accepts a choice (EngineRejected listing every reason otherwise)."""
+    first engine of ``engine_order(hardware)`` that accepts a choice (EngineRejected listing every reason
+    otherwise)."""
     if requested is not None:
         found = match_engine(resolve_engine_name(requested), choices, hardware)
         if not found.ok:
@@ -162,7 +163,7 @@ def choose_engine(requested: str | None, choices: list[SpecChoice], hardware: Ha
             )
         return found
     rejected = []
-    for engine in ENGINE_ORDER:
+    for engine in engine_order(hardware):
         found = match_engine(engine, choices, hardware)
         if found.ok:
             return found
