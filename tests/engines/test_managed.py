@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from xinference.engines.managed import ServerProcess, error_from_server
+from xinference.engines.managed import ServerProcess, error_from_server, parse_metrics
 from xinference.engines.managed_tools import forced_tool_call
 from xinference.errors import ContextLengthExceeded, EngineError, InvalidRequest, ModelUnavailable
 
@@ -210,3 +210,18 @@ def test_tool_choice_errors_are_400() -> None:
         forced_tool_call({"tool_choice": "required"})
     with pytest.raises(InvalidRequest, match="tool_choice must be"):
         forced_tool_call({"tools": TOOLS, "tool_choice": "always"})
+
+
+def test_parse_metrics_sums_label_sets() -> None:
+    text = "\n".join([
+        "# HELP vllm:num_requests_running Number of requests running.",
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{engine="0",model_name="m"} 2.0',
+        'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
+        'vllm:generation_tokens_total{engine="0"} 1.5e+03',
+        "sglang:num_queue_reqs 4",
+        "broken_line{ nan-value",
+    ])
+    assert parse_metrics(text, {"vllm:num_requests_running", "vllm:generation_tokens_total", "sglang:num_queue_reqs",
+                                "absent"}) == {"vllm:num_requests_running": 3.0,
+                                               "vllm:generation_tokens_total": 1500.0, "sglang:num_queue_reqs": 4.0}

@@ -30,6 +30,7 @@ from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines import envs, managed  # noqa: E402
 from xinference.engines.base import Engine, Verdict  # noqa: E402
 from xinference.engines.sglang.engine import SGLangEngine  # noqa: E402
+from xinference.engines.vllm.engine import VLLMEngine  # noqa: E402
 from xinference.errors import ContextLengthExceeded, EngineError, InvalidRequest  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
@@ -44,7 +45,10 @@ if not (Path(ENVS_DIR) / "vllm" / envs.MANIFEST_NAME).exists():
 
 
 class SGLangWithVLLMStandingIn(SGLangEngine):
-    """SGLang's adapter, but the server it starts is vLLM's CPU build (test double for the GPU-only SGLang)."""
+    """SGLang's adapter, but the server it starts is vLLM's CPU build (test double for the GPU-only SGLang); its
+    counters therefore have vLLM's names."""
+
+    metric_names = VLLMEngine.metric_names
 
     @classmethod
     def check_lib(cls) -> Verdict:
@@ -139,6 +143,9 @@ def test_stream_and_abort_with_vllm_standing_in(loop, engine) -> None:  # type: 
 
     received, freed = loop.run_until_complete(run())
     print(f"aborted after {received} chunks; the server freed the request in {freed:.2f}s")
+    loop.run_until_complete(engine.check_health())  # refreshes the counters
+    stats = engine.stats()
+    assert stats["requests_running"] == 0 and stats["generation_tokens"] >= received
 
 
 def test_errors_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-untyped-def]

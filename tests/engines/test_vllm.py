@@ -37,6 +37,8 @@ WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 OPTIONS = {"cpu_kvcache_space_gib": 1, "max_model_len": 2048}
+#: the module's model also runs n-gram speculative decoding (greedy output is unchanged by it)
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 
 
 def _env_installed() -> bool:
@@ -115,7 +117,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[
 @pytest.fixture(scope="module")
 def model(server: LocalServer) -> str:
     started = time.monotonic()
-    launched = _launch(server, "smollm2-vllm")
+    launched = _launch(server, "smollm2-vllm", speculative_config=NGRAM)
     print(f"vLLM-CPU launch through xinference-local: {time.monotonic() - started:.1f}s")
     assert launched["model_engine"] == "vLLM"
     return "smollm2-vllm"
@@ -172,6 +174,26 @@ def test_forced_tool_call(client, model: str, choice) -> None:  # type: ignore[n
                                                    tool_choice=choice, temperature=0, max_tokens=40, stream=True))
     deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
     assert json.loads(deltas[0][0].function.arguments) == arguments
+
+
+def test_speculative_config_reaches_vllm(client, server: LocalServer, model: str) -> None:  # type: ignore[no-untyped-def]
+    (api_server,) = vllm_servers(server)
+    assert json.loads(api_server.cmdline()[api_server.cmdline().index("--speculative-config") + 1]) == NGRAM
+    text = ("Repeat this list exactly: apple, banana, cherry, date, elderberry, fig, grape, honeydew, kiwi, lemon, "
+            "mango.")
+    names = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
+    before = [metric(api_server, name) for name in names]
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}],
+                                           temperature=0, max_tokens=40)
+    assert "banana, cherry" in reply.choices[0].message.content  # the prompt's n-grams come back
+    deadline = time.monotonic() + 5
+    while True:  # the counters are published with the engine's step outputs, a moment after the answer
+        drafted, accepted = (metric(api_server, name) - start for name, start in zip(names, before, strict=True))
+        if accepted > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert drafted > 0 and accepted > 0
+    print(f"n-gram speculation: {accepted:.0f} of {drafted:.0f} drafted tokens accepted")
 
 
 def test_bad_requests_are_400_with_the_reason(server: LocalServer, model: str) -> None:

@@ -137,3 +137,18 @@ def test_auto_tools_without_a_parser_are_refused_clearly() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     with pytest.raises(UnsupportedOption, match="tool_call_parser"):
         asyncio.run(engine.chat({"messages": [{"role": "user", "content": "hi"}], "tools": tools}))
+
+
+def test_on_a_cpu_vllm_is_a_fallback_after_llama_cpp() -> None:
+    from xinference.engines.registry import ENGINE_ORDER, engine_order
+    from xinference.model.matcher import choose_engine
+
+    order = engine_order(CPU)
+    assert order.index("llama.cpp") < order.index("vLLM") < order.index("Transformers")
+    assert engine_order(CUDA) == ENGINE_ORDER and ENGINE_ORDER[0] == "vLLM"
+    installed = CPU.model_copy(update={"engines": {name: "" for name in ENGINE_ORDER}})
+    both = REGISTRY.choices(SMOLLM2)  # GGUF and pytorch specs: llama.cpp serves the bundled GGUF
+    assert choose_engine(None, both, installed).engine == "llama.cpp"
+    pytorch = REGISTRY.choices(SMOLLM2, model_format="pytorch")
+    assert choose_engine(None, pytorch, installed).engine == "vLLM"
+    assert choose_engine("vLLM", both, installed).engine == "vLLM"

@@ -67,6 +67,7 @@ __all__ = [
     "cuda_linux_verdict",
     "error_from_server",
     "free_loopback_port",
+    "parse_metrics",
     "reasoning_style",
 ]
 
@@ -339,6 +340,25 @@ def error_from_server(engine: str, status: int, body: bytes | str) -> Xinference
     return EngineError(f"{engine} failed (HTTP {status}): {message}")
 
 
+_METRIC_LINE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)")
+
+
+def parse_metrics(text: str, wanted: set[str]) -> dict[str, float]:
+    """The ``wanted`` metrics of a Prometheus text page, each summed over its label sets."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        match = _METRIC_LINE.match(line)
+        if match is None or match.group(1) not in wanted:
+            continue
+        try:
+            values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(2))
+        except ValueError:
+            continue
+    return values
+
+
 class _ProxyStream(ChunkStream):
     """A ChunkStream whose producer is a task on the same loop: cancelling the stream cancels the task, which
     closes the upstream response (the server then aborts the request)."""
@@ -367,6 +387,9 @@ class ManagedServerEngine(Engine):
     stage: str = ""
     #: the random key that locks the server's port (set by ``load``)
     api_key: str = ""
+    #: our stat name -> the server's Prometheus metric (summed over its labels), see :meth:`stats`
+    metric_names: ClassVar[dict[str, str]] = {}
+    _stats: dict[str, float] = {}
 
     _server: ServerProcess | None = None
     _client: httpx.AsyncClient | None = None
@@ -485,6 +508,7 @@ class ManagedServerEngine(Engine):
             response = await client.get(self.health_path, timeout=10.0)
             if response.status_code == 200:
                 self._last_healthy = time.monotonic()
+                await self.refresh_stats()
                 return
             problem = f"/health answered {response.status_code}"
         except httpx.HTTPError as exc:
@@ -493,6 +517,28 @@ class ManagedServerEngine(Engine):
         if silent > HUNG_AFTER_S:
             raise EngineError(f"{self.name}'s server is hung: {problem}, healthy last {silent:.0f}s ago")
         logger.warning("%s: %s (healthy %.0fs ago)", server.label, problem, silent)
+
+    async def refresh_stats(self) -> dict[str, float]:
+        """Read the server's own counters (``/metrics``, Prometheus text) named in :attr:`metric_names`; kept for
+        :meth:`stats`, refreshed at every health check. Never raises: counters are diagnostics."""
+        if not self.metric_names or self._client is None:
+            return {}
+        try:
+            response = await self._client.get("/metrics", timeout=5.0)
+            found = parse_metrics(response.text, set(self.metric_names.values())) if response.is_success else {}
+        except httpx.HTTPError:
+            return dict(self._stats)
+        stats = {ours: found[theirs] for ours, theirs in self.metric_names.items() if theirs in found}
+        drafted = stats.get("spec_draft_tokens")
+        if drafted:
+            stats["spec_acceptance_rate"] = round(stats.get("spec_accepted_tokens", 0.0) / drafted, 4)
+        self._stats = stats
+        return dict(stats)
+
+    def stats(self) -> dict[str, Any]:
+        """The server's counters as of the last health check (running/waiting requests, tokens, speculative
+        decoding's drafted and accepted tokens when it is on)."""
+        return dict(self._stats)
 
     def _require(self) -> tuple[ServerProcess, httpx.AsyncClient]:
         if self._server is None or self._client is None:

@@ -47,6 +47,10 @@ class SGLangEngine(ManagedServerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = SGLangConfig
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
+    metric_names: ClassVar[dict[str, str]] = {
+        "requests_running": "sglang:num_running_reqs", "requests_waiting": "sglang:num_queue_reqs",
+        "prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total",
+    }
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
@@ -89,7 +93,7 @@ class SGLangEngine(ManagedServerEngine):
         args = [python, "-m", "sglang.launch_server",
                 *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
                                     port=port, gpu_count=max(1, len(self.hardware.gpus))),
-                "--api-key", api_key]
+                "--api-key", api_key, "--enable-metrics"]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
         return args

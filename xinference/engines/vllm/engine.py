@@ -52,6 +52,13 @@ class VLLMEngine(ManagedServerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
     module, distribution, min_version = "vllm", "vllm", "0.6.0"
+    metric_names: ClassVar[dict[str, str]] = {
+        "requests_running": "vllm:num_requests_running", "requests_waiting": "vllm:num_requests_waiting",
+        "prompt_tokens": "vllm:prompt_tokens_total", "generation_tokens": "vllm:generation_tokens_total",
+        "spec_drafts": "vllm:spec_decode_num_drafts_total",
+        "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    }
 
     # -- environment and fit ---------------------------------------------------------------------------------------
     @classmethod
