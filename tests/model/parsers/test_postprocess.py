@@ -130,3 +130,15 @@ def test_usage_rides_on_the_last_chunk_only() -> None:
     out = rewriter.process(body)
     assert [("usage" in c) for c in out] == [False] * (len(out) - 1) + [True]
     assert out[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_engine_reasoning_midway_releases_what_was_held() -> None:
+    parser = ChatOutputParser.for_request(ModelRegistry().get("qwen3"), {})
+    rewriter = parser.stream()
+    base = chunks([])[0]
+    held = rewriter.process({**base, "choices": [{"index": 0, "delta": {"content": "Sure"}, "finish_reason": None}]})
+    assert held == []  # no tag yet: it might be reasoning whose opening tag the template wrote
+    out = rewriter.process({**base, "choices": [{"index": 0, "delta": {"reasoning_content": "why"},
+                                                 "finish_reason": None}]})
+    deltas = [c["choices"][0]["delta"] for c in out]
+    assert {"content": "Sure"} in deltas and any(d.get("reasoning_content") == "why" for d in deltas)

@@ -66,6 +66,8 @@ class SamplingParams:
     #: record each chosen token's log-probability, with this many alternatives (``top_logprobs``)
     logprobs: bool = False
     top_logprobs: int = 0
+    #: keep special tokens in the text (a parser needs markers such as Mistral's ``[TOOL_CALLS]``)
+    keep_special: bool = False
 
 
 @dataclass(eq=False)
@@ -420,7 +422,7 @@ class Scheduler:
 
     def _emit(self, seq: Sequence, final: bool) -> bool:
         """Send the new text; returns True when a stop string was reached (the text before it is sent)."""
-        text = self.tokenizer.decode(seq.generated, skip_special_tokens=True)
+        text = self.tokenizer.decode(seq.generated, skip_special_tokens=not seq.params.keep_special)
         stops = seq.params.stop
         safe = len(text)
         hit = False

@@ -213,7 +213,9 @@ class TransformersEngine(Engine):
         fmt = constraint.tool_format if constraint is not None else None
         return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
 
-    async def _build(self, kind: str, request: dict[str, Any]) -> tuple[list[int], RequestPlan, str | None]:
+    async def _build(self, kind: str, request: dict[str, Any]
+                     ) -> tuple[list[int], RequestPlan, ChatOutputParser | None]:
+        """Prompt ids, the validated plan and the output parser (chat) of a request; 400s before any token."""
         self._ready()
         prompt_text = self._render(request) if kind == "chat" else None
         if prompt_text is not None:
@@ -224,7 +226,12 @@ class TransformersEngine(Engine):
         if plan.constraint is not None:
             tokenizer = await asyncio.to_thread(self._grammar_tokenizer)
             plan.constraint.matcher(tokenizer)  # a schema llguidance cannot build is a 400 before any token
-        return ids, plan, prompt_text
+        parser = self._output_parser(request, prompt_text, plan.constraint) if kind == "chat" else None
+        if parser is not None and parser.tool_format is not None:
+            special = set(getattr(self._tokenizer, "all_special_tokens", ()))
+            if any(marker in special for marker in parser.tool_format.openers):  # e.g. Mistral's [TOOL_CALLS]
+                plan.params = dataclasses.replace(plan.params, keep_special=True)
+        return ids, plan, parser
 
     def _sequences(self, ids: list[int], plan: RequestPlan, sinks: list[Any]) -> list[Sequence]:
         seqs = []
@@ -240,7 +247,7 @@ class TransformersEngine(Engine):
         return seqs
 
     async def _complete(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        ids, plan, prompt_text = await self._build(kind, request)
+        ids, plan, parser = await self._build(kind, request)
         loop = asyncio.get_running_loop()
         sinks = [CollectSink(loop) for _ in range(plan.n)]
         seqs = self._sequences(ids, plan, sinks)
@@ -259,10 +266,8 @@ class TransformersEngine(Engine):
         response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
                     "model": self.model_uid, "choices": choices,
                     "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs))}
-        if kind == "chat":
-            parser = self._output_parser(request, prompt_text, plan.constraint)
-            if parser is not None:
-                parser.fix_response(response)
+        if parser is not None:
+            parser.fix_response(response)
         return response
 
     def _choice(self, kind: str, index: int, text: str, seq: Sequence) -> dict[str, Any]:
@@ -275,10 +280,9 @@ class TransformersEngine(Engine):
         return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
 
     async def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
-        ids, plan, prompt_text = await self._build(kind, request)
+        ids, plan, parser = await self._build(kind, request)
         stream = ChunkStream()
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        parser = self._output_parser(request, prompt_text, plan.constraint) if kind == "chat" else None
         group = StreamGroup(stream, kind, self.model_uid, len(ids), plan.n, include_usage,
                             parser.stream() if parser is not None else None, self._tokenizer)
         group.start(plan.n)

@@ -170,6 +170,15 @@ class _ChoiceState:
             deltas.extend(self._tool_deltas(self.tools.finish()))
         return deltas
 
+    def settle_reasoning(self) -> list[dict[str, Any]]:
+        """Stop parsing reasoning (the engine does it); returns the deltas of the text held so far."""
+        assert self.reasoning is not None
+        events, self.reasoning = self.reasoning.finish(), None
+        deltas: list[dict[str, Any]] = []
+        for kind, piece in events:
+            deltas.extend([{"reasoning_content": piece}] if kind == "reasoning" else self._content(piece))
+        return deltas
+
     def _content(self, text: str) -> list[dict[str, Any]]:
         if self.tools is None or self.native_calls:
             return [{"content": text}] if text else []
@@ -214,19 +223,19 @@ class ChunkRewriter:
         if delta.get("tool_calls"):
             state.native_calls = True
         text = delta.pop("content", None) or ""
-        if delta.get("reasoning_content"):
-            state.reasoning = None  # the engine separates reasoning itself
-        new = state.feed(text, final=finish is not None)
+        held: list[dict[str, Any]] = []
+        if delta.get("reasoning_content") and state.reasoning is not None:
+            # the engine separates reasoning itself: what our parser held back goes out as it would have
+            held = state.settle_reasoning()
+        head = {k: v for k, v in delta.items() if k != "content"}  # role, native fields: in order, after held text
+        if "role" in head:
+            head["content"] = ""
+        new = held + ([head] if head else []) + state.feed(text, final=finish is not None)
         if finish == "stop" and state.made_calls:
             finish = "tool_calls"
         extra = {k: v for k, v in choice.items() if k not in ("index", "delta", "finish_reason")}
         base = {k: v for k, v in chunk.items() if k in _CHUNK_IDENTITY}
         tail = {k: v for k, v in chunk.items() if k != "choices" and k not in _CHUNK_IDENTITY}  # usage, ...
-        head = {k: v for k, v in delta.items() if k != "content"}  # role, native fields
-        if "role" in head:
-            new.insert(0, {**head, "content": ""})
-        elif head:
-            new[:1] = [{**head, **new[0]}] if new else [head]
         if not new:
             if finish is None and not extra and not tail:
                 return []  # held back

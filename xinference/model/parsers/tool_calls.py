@@ -109,9 +109,8 @@ class ToolCallStream:
             self._in_calls, self._opener = True, marker
             return True
         keep = 0 if final else _held_suffix(buf, self.fmt.openers)
-        if self.fmt.opens_on_json and not self._seen_text and not final and not buf.strip():
-            keep = len(buf)
-        return self._emit_content(events, buf, len(buf) - keep) and False
+        self._emit_content(events, buf, len(buf) - keep)
+        return False  # nothing more to do until more text comes
 
     def _emit_content(self, events: list[ToolEvent], buf: str, upto: int) -> bool:
         if upto > 0:
