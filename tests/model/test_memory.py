@@ -97,3 +97,40 @@ def test_replicas_multiply(registry: ModelRegistry) -> None:
 def test_longer_context_needs_more(registry: ModelRegistry) -> None:
     choice = _choice(registry, "qwen3", "ggufv2", 8, "Q4_K_M")
     assert check_fit(choice.family, choice.spec, choice.quantization, CPU_24G, {"n_ctx": 131072}) is not None
+
+
+def test_each_engine_reads_its_own_context_option(registry: ModelRegistry) -> None:
+    from xinference.engines.llama_cpp.engine import LlamaCppEngine
+    from xinference.engines.transformers.engine import TransformersEngine
+
+    gguf = _choice(registry, "qwen3", "ggufv2", 8, "Q4_K_M")
+    huge = {"n_ctx": 131072}
+    assert check_fit(gguf.family, gguf.spec, gguf.quantization, CPU_24G, huge, engine=LlamaCppEngine) is not None
+    torch_weights = _choice(registry, "qwen2.5-instruct", "pytorch", "0_5")
+    # n_ctx means nothing to Transformers: its context is max_model_len
+    assert check_fit(torch_weights.family, torch_weights.spec, torch_weights.quantization, CPU_24G, huge,
+                     engine=TransformersEngine) is None
+    assert check_fit(torch_weights.family, torch_weights.spec, torch_weights.quantization, CPU_24G,
+                     {"max_model_len": 1 << 21}, engine=TransformersEngine) is not None
+
+
+def test_llama_cpp_counts_ram_beside_vram_and_others_do_not(registry: ModelRegistry) -> None:
+    from xinference.engines.llama_cpp.engine import LlamaCppEngine
+    from xinference.engines.vllm.engine import VLLMEngine
+
+    assert LlamaCppEngine.spills_to_ram and not VLLMEngine.spills_to_ram
+    assert available_memory(GPU_80G, "pytorch", spills_to_ram=True) == (130 * GIB, "VRAM + RAM")
+
+
+def test_vllm_reserves_its_share_of_the_gpu_and_its_kv_space_on_a_cpu(registry: ModelRegistry) -> None:
+    from xinference.engines.vllm.engine import VLLMEngine
+
+    small = _choice(registry, "qwen2.5-instruct", "pytorch", "0_5")
+    args = (small.family, small.spec, small.quantization)
+    # 0.9 of an 80 GiB GPU is reserved whatever the model: 70 GiB free is not enough, 0.8 is
+    problem = check_fit(*args, GPU_80G, {}, engine=VLLMEngine)
+    assert problem is not None and "needs ~72.0 GiB" in problem
+    assert check_fit(*args, GPU_80G, {"gpu_memory_utilization": 0.8}, engine=VLLMEngine) is None
+    # on a CPU: weights + the KV space it is given + its processes
+    assert check_fit(*args, CPU_24G, {}, engine=VLLMEngine) is None
+    assert check_fit(*args, CPU_24G, {"cpu_kvcache_space_gib": 18}, engine=VLLMEngine) is not None

@@ -35,6 +35,7 @@ from xinference.errors import InvalidRequest, WrongModelType, XinferenceError
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
     from xinference.engines.envs import EnvRecipe
+    from xinference.model.memory import MemoryEstimate
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["ChunkStream", "Engine", "Verdict"]
@@ -159,6 +160,10 @@ class Engine(abc.ABC):
     model_formats: ClassVar[frozenset[str]]
     continuous_batching: ClassVar[bool] = False
     config_class: ClassVar[type[BaseModel]]
+    #: The launch option that sets the context the engine allocates (``n_ctx``, ``max_model_len`` ...), if any.
+    context_option: ClassVar[str | None] = None
+    #: Whether what does not fit in VRAM stays usable in RAM (llama.cpp's CPU layers): memory fit counts both.
+    spills_to_ram: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -213,6 +218,19 @@ class Engine(abc.ABC):
         """How many GPUs one replica launched with ``config`` needs (tensor parallelism), known before placement;
         None leaves it to the launch's ``n_gpu`` (by default: one per replica on a GPU worker)."""
         return None
+
+    @classmethod
+    def estimate_memory(cls, family: ModelFamily, spec: ModelSpec, quantization: str,
+                        engine_kwargs: dict[str, Any], hardware: HardwareInfo) -> MemoryEstimate:
+        """What one replica will take (weights + KV cache + runtime), checked against the worker's free memory
+        before anything starts. The default sizes the KV cache from the context the launch asks for through
+        ``context_option``; engines that reserve memory their own way (vLLM) override it."""
+        from xinference.model.memory import estimate_memory, launch_context, local_weights_bytes
+
+        options = (cls.context_option,) if cls.context_option else ()
+        return estimate_memory(family, spec, quantization, launch_context(family, engine_kwargs, options),
+                               on_gpu=hardware.cuda_available,
+                               weights_bytes=local_weights_bytes(spec, quantization))
 
     @classmethod
     def parse_config(cls, kwargs: dict[str, Any]) -> BaseModel:

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
+    from xinference.engines.base import Engine
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = [
@@ -106,9 +107,11 @@ def kv_bytes_per_token(billions: float) -> int:
     return int(36 * 1024 * max(billions, 0.05) ** 0.6)
 
 
-def launch_context(family: ModelFamily, engine_kwargs: dict[str, Any]) -> int:
-    """The context the launch will allocate: an explicit option, else the model's own capped at 8192."""
-    for name in CONTEXT_OPTIONS:
+def launch_context(family: ModelFamily, engine_kwargs: dict[str, Any],
+                   options: tuple[str, ...] = CONTEXT_OPTIONS) -> int:
+    """The context the launch will allocate: an explicit option (one of ``options``, the engine's own name for it),
+    else the model's own capped at 8192."""
+    for name in options:
         value = engine_kwargs.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
@@ -158,11 +161,17 @@ def estimate_memory(
     )
 
 
-def available_memory(hardware: HardwareInfo, model_format: str) -> tuple[int, str]:
-    """(free bytes that count for this launch, what they are: ``RAM``, ``VRAM`` or ``VRAM + RAM``)."""
+def available_memory(hardware: HardwareInfo, model_format: str, spills_to_ram: bool | None = None
+                     ) -> tuple[int, str]:
+    """(free bytes that count for this launch, what they are: ``RAM``, ``VRAM`` or ``VRAM + RAM``).
+
+    ``spills_to_ram``: the engine keeps what does not fit in VRAM in RAM (llama.cpp); when not given, GGUF weights
+    are assumed to (they only run on llama.cpp)."""
+    if spills_to_ram is None:
+        spills_to_ram = model_format == "ggufv2"
     if hardware.cuda_available:
         vram = sum(gpu.memory_free_bytes for gpu in hardware.gpus if gpu.vendor == "nvidia")
-        if model_format == "ggufv2":
+        if spills_to_ram:
             return vram + hardware.ram_free_bytes, "VRAM + RAM"
         return vram, "VRAM"
     return hardware.ram_free_bytes, "RAM"
@@ -175,19 +184,28 @@ def check_fit(
     hardware: HardwareInfo,
     engine_kwargs: dict[str, Any],
     replicas: int = 1,
+    engine: type[Engine] | None = None,
 ) -> str | None:
-    """``None`` when the launch fits ``hardware``; otherwise the sentence to refuse it with."""
-    context = launch_context(family, engine_kwargs)
-    estimate = estimate_memory(
-        family,
-        spec,
-        quantization,
-        context,
-        on_gpu=hardware.cuda_available,
-        weights_bytes=local_weights_bytes(spec, quantization),
-    )
+    """``None`` when the launch fits ``hardware``; otherwise the sentence to refuse it with.
+
+    ``engine`` (the chosen adapter class) estimates its own needs (``Engine.estimate_memory``: its context option,
+    a server that reserves a fixed cache) and says whether it spills to RAM; without it, the generic estimate."""
+    if engine is not None:
+        estimate = engine.estimate_memory(family, spec, quantization, engine_kwargs, hardware)
+        spills: bool | None = engine.spills_to_ram
+    else:
+        estimate = estimate_memory(
+            family,
+            spec,
+            quantization,
+            launch_context(family, engine_kwargs),
+            on_gpu=hardware.cuda_available,
+            weights_bytes=local_weights_bytes(spec, quantization),
+        )
+        spills = None
+    context = estimate.context
     needed = estimate.total * max(1, replicas)
-    free, kind = available_memory(hardware, spec.model_format)
+    free, kind = available_memory(hardware, spec.model_format, spills)
     if needed <= free:
         return None
     what = f"{family.model_name} ({spec.model_format}, {spec.size}B, {quantization})"

@@ -224,7 +224,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
             self._check_engine_fits(matched.engine, choice, placement)
         if not launch.ignore_memory_check:
             for address in dict.fromkeys(p.address for p in placements):
-                await self._check_memory(self._workers[address], placements, choice, launch)
+                await self._check_memory(self._workers[address], placements, choice, launch, matched.engine)
         uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
 
         record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
@@ -296,7 +296,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
             )
 
     async def _check_memory(
-        self, worker: WorkerEntry, placements: list[Placement], choice: SpecChoice, launch: LaunchRequest
+        self, worker: WorkerEntry, placements: list[Placement], choice: SpecChoice, launch: LaunchRequest,
+        engine: str,
     ) -> None:
         """Refuse a launch whose estimated memory exceeds what the worker has free right now, before any download
         or process (InvalidRequest with the numbers)."""
@@ -307,7 +308,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         mine = [p for p in placements if p.address == worker.address]
         problem = check_fit(
             choice.family, choice.spec, choice.quantization, self._devices_for(worker, mine[0]),
-            launch.engine_kwargs, len(mine),
+            launch.engine_kwargs, len(mine), engine=get_engine_class(engine),
         )
         if problem is not None:
             raise InvalidRequest(problem, param="ignore_memory_check")

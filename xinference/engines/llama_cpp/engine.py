@@ -141,6 +141,8 @@ class LlamaCppEngine(Engine):
     model_formats: ClassVar[frozenset[str]] = frozenset({"ggufv2"})
     continuous_batching: ClassVar[bool] = True
     config_class = LlamaCppConfig
+    context_option: ClassVar[str | None] = "n_ctx"
+    spills_to_ram: ClassVar[bool] = True  # layers that do not fit in VRAM run on the CPU
 
     _server: Any
     _pool: ThreadPoolExecutor | None = None

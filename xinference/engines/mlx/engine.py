@@ -102,6 +102,7 @@ class MLXEngine(Engine):
     model_formats: ClassVar[frozenset[str]] = frozenset({"mlx", "pytorch"})
     continuous_batching: ClassVar[bool] = True
     config_class = MLXConfig
+    context_option: ClassVar[str | None] = "max_model_len"
 
     resolved: ResolvedMLXConfig
     _scheduler: Scheduler | None = None

@@ -46,6 +46,7 @@ class SGLangEngine(ManagedServerEngine):
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
     config_class = SGLangConfig
+    context_option: ClassVar[str | None] = "context_length"
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "sglang:num_running_reqs", "requests_waiting": "sglang:num_queue_reqs",

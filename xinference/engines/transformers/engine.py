@@ -69,6 +69,7 @@ class TransformersEngine(Engine):
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch"})
     continuous_batching: ClassVar[bool] = True
     config_class = TransformersConfig
+    context_option: ClassVar[str | None] = "max_model_len"
 
     resolved: ResolvedTransformersConfig
     _scheduler: Scheduler | None = None
