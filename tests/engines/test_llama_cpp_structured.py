@@ -13,6 +13,7 @@ from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
+from xinference.model.spec import ModelFamily
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.slow
@@ -124,3 +125,45 @@ def test_openai_sdk_reads_forced_calls_and_json(local_server) -> None:
         model="smollm2-instruct", messages=ASK, temperature=0, max_tokens=60,
         response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
     jsonschema.validate(json.loads(structured.choices[0].message.content), schema)
+
+
+def test_reasoning_end_to_end_on_llama_cpp() -> None:
+    """A family declaring tags whose template opens the block: llama.cpp's text is reasoning from its first token;
+    with thinking off the template closes the block and the answer is content, with no tag."""
+    base = ModelRegistry().get("smollm2-instruct").model_dump()
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n"
+                "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+                "{% else %}<think>\n{% endif %}{% endif %}")
+    family = ModelFamily.model_validate({**base, "model_name": "smollm2-thinking", "chat_template": template,
+                                         "model_ability": ["chat", "reasoning"],
+                                         "reasoning_start_tag": "<think>", "reasoning_end_tag": "</think>"})
+    spec = family.model_specs[0]
+    engine = LlamaCppEngine(
+        model_uid="unit-llama-think", family=family, spec=spec, quantization="Q4_1",
+        model_path=resolve_model_path(spec, "Q4_1"), config=LlamaCppEngine.parse_config({"n_ctx": 1024,
+                                                                                          "n_parallel": 1}),
+        hardware=detect_hardware(),
+    )
+    asyncio.run(engine.load())
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    try:
+        on = asyncio.run(engine.chat({"messages": question, "max_tokens": 20, "temperature": 0}))["choices"][0]
+        assert "Paris" in on["message"]["reasoning_content"] and not on["message"]["content"]
+
+        async def streamed():
+            stream = await engine.chat_stream({"messages": question, "max_tokens": 20, "temperature": 0})
+            out, done = [], False
+            while not done:
+                batch, done = await stream.next_batch()
+                out.extend(batch)
+            return [ch["delta"] for c in out for ch in c["choices"]]
+
+        deltas = asyncio.run(streamed())
+        assert sum(1 for d in deltas if d.get("reasoning_content")) > 1
+        assert "Paris" in "".join(d.get("reasoning_content") or "" for d in deltas)
+        off = asyncio.run(engine.chat({"messages": question, "max_tokens": 20, "temperature": 0,
+                                       "enable_thinking": False}))["choices"][0]["message"]
+        assert "Paris" in off["content"] and "think>" not in off["content"] and not off.get("reasoning_content")
+    finally:
+        asyncio.run(engine.unload())

@@ -42,12 +42,14 @@ from xinference.errors import (
     UnsupportedOption,
     XinferenceError,
 )
+from xinference.model.chat_template import find_chat_template, render
 from xinference.model.parsers.postprocess import (
     BARE_JSON_CALLS,
     ChatOutputParser,
     ChunkRewriter,
     thinking_enabled,
 )
+from xinference.model.parsers.registry import reasoning_tags_of
 from xinference.model.parsers.tool_prompt import with_tools
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ class LlamaCppEngine(Engine):
     _pool: ThreadPoolExecutor | None = None
     _speculation: SpeculationCounters
     _api_key: str = ""
+    _template: str | None = None  # the chat template, read at the first request of a reasoning family
     resolved: ResolvedLlamaCppConfig
 
     @classmethod
@@ -282,6 +285,27 @@ class LlamaCppEngine(Engine):
             body.pop("stream_options", None)
         return body
 
+    def _primed(self, body: dict[str, Any]) -> bool:
+        """Whether the prompt of ``body`` ends inside a reasoning block (a template that writes ``<think>`` itself,
+        as DeepSeek-R1's does): the output then has no opening tag and is reasoning from its first token.
+
+        Only for families that declare reasoning. llama.cpp renders the prompt in C++; the same template is rendered
+        here in the sandbox to find out, and a template that fails here counts as "cannot tell".
+        """
+        tags = reasoning_tags_of(self.family)
+        if tags is None:
+            return False
+        if self._template is None:
+            self._template = find_chat_template(self.family, self.model_path) or ""
+        if not self._template:
+            return False
+        try:
+            prompt = render(self._template, body["messages"], add_generation_prompt=True, bos_token="",
+                            eos_token="", **(body.get("chat_template_kwargs") or {}))
+        except XinferenceError:
+            return False
+        return prompt.rstrip().endswith(tags.start)
+
     def _chat_body(self, request: dict[str, Any], stream: bool) -> tuple[dict[str, Any], ChatOutputParser | None]:
         """The body for llama.cpp and the parser of its output.
 
@@ -294,7 +318,7 @@ class LlamaCppEngine(Engine):
         body = self._body(request, stream)
         forced, name = forced_tool_choice(request.get("tool_choice"))
         if not forced:
-            return body, ChatOutputParser.for_request(self.family, request)
+            return body, ChatOutputParser.for_request(self.family, request, primed=self._primed(body))
         tools = request.get("tools") or []
         if not tools:
             raise InvalidRequest("tool_choice forces a call but no tools were given", param="tool_choice")
