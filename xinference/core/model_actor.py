@@ -110,6 +110,8 @@ class ModelActor(xo.StatelessActor):
         self._stream_interval = settings.stream_interval()
         self._load_progress = 0.0
         self._load_status = LoadProgress()
+        #: the engine while its ``load`` runs: an engine with a ``stage`` (a managed server) tells where it is
+        self._loading: Engine | None = None
         self._load_cancel = threading.Event()
 
     @classmethod
@@ -164,7 +166,11 @@ class ModelActor(xo.StatelessActor):
             config=engine_cls.parse_config(engine_config),
             hardware=HardwareInfo.model_validate(plan.hardware),
         )
-        await engine.load()
+        self._loading = engine
+        try:
+            await engine.load()
+        finally:
+            self._loading = None
         self._engine = engine
         self._load_status.stage = "ready"
         logger.info("%s loaded with %s in %.2fs", plan.replica_uid, plan.model_engine, time.monotonic() - started)
@@ -178,7 +184,11 @@ class ModelActor(xo.StatelessActor):
 
     async def load_status(self) -> dict[str, Any]:
         """Stage, bytes, speed and time left of ``load`` (see :mod:`xinference.core.load_progress`)."""
-        return self._load_status.snapshot()
+        status = self._load_status.snapshot()
+        stage = getattr(self._loading, "stage", "") if self._loading is not None else ""
+        if isinstance(stage, str) and stage:
+            status["stage"] = stage  # e.g. "waiting for vLLM to load the model (12s): <its last log line>"
+        return status
 
     async def progress(self) -> float:
         """How far ``load`` has come (0.0-1.0): the download fraction, 1.0 once the weights are local."""
