@@ -57,7 +57,8 @@ def test_arguments() -> None:
     assert SGLangEngine.gpus_needed(SGLangConfig(tp_size=2, dp_size=2)) == 4
 
 
-def test_server_command_and_parsers() -> None:
+def test_server_command_and_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     args = _engine(CUDA).server_args(python="/env/bin/python", port=31000, api_key="secret")
     assert args[:3] == ["/env/bin/python", "-m", "sglang.launch_server"]
     joined = " ".join(args)
@@ -66,6 +67,8 @@ def test_server_command_and_parsers() -> None:
         assert part in joined
     chosen = _engine(CUDA, tool_call_parser="qwen", tp_size=1).server_args(python="p", port=1, api_key="k")
     assert "--tool-call-parser qwen" in " ".join(chosen) and "--tp-size 1" in " ".join(chosen)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-3f2a")  # the worker gave this replica one of the two GPUs
+    assert "--tp-size 1" in " ".join(_engine(CUDA).server_args(python="p", port=1, api_key="k"))
 
 
 def test_bad_options_are_400() -> None:

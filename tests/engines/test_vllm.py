@@ -116,10 +116,22 @@ def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[
 
 @pytest.fixture(scope="module")
 def model(server: LocalServer) -> str:
+    """The module's model, launched while its progress is watched: the stage names vLLM's load as it goes."""
+    from concurrent.futures import ThreadPoolExecutor
+
     started = time.monotonic()
-    launched = _launch(server, "smollm2-vllm", speculative_config=NGRAM)
+    stages: set[str] = set()
+    with ThreadPoolExecutor(1) as pool:
+        launch = pool.submit(_launch, server, "smollm2-vllm", speculative_config=NGRAM)
+        while not launch.done():
+            progress = httpx.get(f"{server.api}/models/smollm2-vllm/progress", timeout=10)
+            if progress.status_code == 200 and progress.json().get("stage"):
+                stages.add(progress.json()["stage"])
+            time.sleep(1)
+        launched = launch.result()
     print(f"vLLM-CPU launch through xinference-local: {time.monotonic() - started:.1f}s")
     assert launched["model_engine"] == "vLLM"
+    assert any(stage.startswith("waiting for vLLM to load the model (") for stage in stages), stages
     return "smollm2-vllm"
 
 

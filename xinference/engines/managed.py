@@ -69,6 +69,7 @@ __all__ = [
     "free_loopback_port",
     "parse_metrics",
     "reasoning_style",
+    "visible_gpu_count",
 ]
 
 logger = logging.getLogger(__name__)
@@ -154,6 +155,15 @@ def cuda_linux_verdict(engine: str, hardware: HardwareInfo) -> Verdict:
         where = "macOS" if hardware.os == "darwin" else (hardware.os or "an unknown OS")
         return Verdict.reject(f"{engine} needs a CUDA GPU on Linux; this worker runs {where}")
     return Verdict.reject(f"{engine} needs a CUDA GPU on Linux; this worker has none")
+
+
+def visible_gpu_count(hardware: HardwareInfo) -> int:
+    """GPUs this replica may use: those the worker made visible to its process (``CUDA_VISIBLE_DEVICES``), else
+    every NVIDIA GPU of the worker; at least 1 (the server's default shard count)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip():
+        return max(1, len([part for part in visible.split(",") if part.strip()]))
+    return max(1, len([gpu for gpu in hardware.gpus if gpu.vendor == "nvidia"]))
 
 
 def reasoning_style(family: ModelFamily) -> str | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
-from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style
+from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style, visible_gpu_count
 from xinference.engines.sglang.config import SGLangConfig
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class SGLangEngine(ManagedServerEngine):
                                                 "reasoning_parser": self.reasoning_parser()})
         args = [python, "-m", "sglang.launch_server",
                 *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
-                                    port=port, gpu_count=max(1, len(self.hardware.gpus))),
+                                    port=port, gpu_count=visible_gpu_count(self.hardware)),
                 "--api-key", api_key, "--enable-metrics"]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]

@@ -18,7 +18,7 @@ from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.libcheck import version_tuple
-from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style
+from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style, visible_gpu_count
 from xinference.engines.vllm.config import VLLMConfig
 from xinference.model.memory import GIB, MemoryEstimate
 
@@ -146,7 +146,7 @@ class VLLMEngine(ManagedServerEngine):
         assert isinstance(self.config, VLLMConfig)
         config = self.config.model_copy(update={"tool_call_parser": self.tool_parser(),
                                                 "reasoning_parser": self.reasoning_parser()})
-        gpus = len(self.hardware.gpus) if self.hardware.cuda_available else 1
+        gpus = visible_gpu_count(self.hardware) if self.hardware.cuda_available else 1
         args = [python, "-m", "vllm.entrypoints.openai.api_server",
                 *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
                                     port=port, gpu_count=gpus, cpu=self.on_cpu),
