@@ -18,8 +18,10 @@ xoscar actor calls unchanged.
     ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
     ├── ModelAlreadyExists               409  conflict_error
     ├── LaunchFailed                     500  launch_error
+    ├── TooManyRequests                  429  rate_limit_error (Retry-After)
     ├── ModelUnavailable                 503  service_unavailable
-    │   └── ReplicaUnreachable           503  (code: replica_unreachable)
+    │   ├── ReplicaUnreachable           503  (code: replica_unreachable)
+    │   └── ModelLoadTimeout             503  (code: model_loading, Retry-After)
     └── EngineError                      500  engine_error
 
 Programming errors are *not* part of this tree: they stay ``RuntimeError``/``TypeError`` and reach the API's
@@ -38,10 +40,12 @@ __all__ = [
     "InvalidRequest",
     "LaunchFailed",
     "ModelAlreadyExists",
+    "ModelLoadTimeout",
     "ModelNotFound",
     "ModelUnavailable",
     "ReplicaUnreachable",
     "ResponseNotFound",
+    "TooManyRequests",
     "UnsupportedOption",
     "WrongModelType",
     "XinferenceError",
@@ -58,22 +62,27 @@ class XinferenceError(Exception):
     status_code: int = 500
     error_type: str = "internal_error"
     code: str | None = None
+    #: seconds a client should wait before retrying (the ``Retry-After`` header), when the error is transient
+    retry_after: float | None = None
 
-    def __init__(self, message: str, *, param: str | None = None) -> None:
+    def __init__(self, message: str, *, param: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        if retry_after is not None:
+            self.retry_after = retry_after
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keep ``param`` when the error is pickled across an actor call.
-        return (_rebuild, (type(self), self.message, self.param))
+        # Keep ``param`` and ``retry_after`` when the error is pickled across an actor call.
+        return (_rebuild, (type(self), self.message, self.param, self.retry_after))
 
     def __str__(self) -> str:
         return self.message
 
 
-def _rebuild(cls: type[XinferenceError], message: str, param: str | None) -> XinferenceError:
-    return cls(message, param=param)
+def _rebuild(cls: type[XinferenceError], message: str, param: str | None,
+             retry_after: float | None = None) -> XinferenceError:
+    return cls(message, param=param, retry_after=retry_after)
 
 
 class InvalidRequest(XinferenceError):
@@ -154,6 +163,24 @@ class ModelUnavailable(XinferenceError):
     status_code = 503
     error_type = "service_unavailable"
     code = "model_unavailable"
+
+
+class TooManyRequests(XinferenceError):
+    """Raised when a model's queue is full (``max_queued``) or a request waited longer than its queue timeout:
+    the model keeps serving the requests it admitted; the client retries after ``retry_after`` seconds."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    code = "too_many_requests"
+    retry_after: float | None = 1.0
+
+
+class ModelLoadTimeout(ModelUnavailable):
+    """Raised when a request named a model unloaded by keep-alive and its reload did not finish in time; the
+    load goes on, and a retry after ``retry_after`` seconds may find it ready."""
+
+    code = "model_loading"
+    retry_after: float | None = 5.0
 
 
 class ReplicaUnreachable(ModelUnavailable):

@@ -78,7 +78,9 @@ def error_frame(exc: XinferenceError) -> bytes:
 
 def _response(exc: XinferenceError, path: str = "") -> JSONResponse:
     body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-    return _shaped(path, exc.status_code, body)
+    retry = exc.retry_after
+    headers = {"Retry-After": str(max(1, int(retry + 0.999)))} if retry is not None else None
+    return _shaped(path, exc.status_code, body, headers)
 
 
 def validation_message(errors: list[Any]) -> tuple[str, str | None]:
