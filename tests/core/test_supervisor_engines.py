@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import xoscar as xo
 
+from tests.machines import linux
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.errors import EngineRejected, InvalidRequest
-from tests.machines import linux
 
 INSTALLED = ""
 NOT_INSTALLED = "vLLM is not installed on this worker; install it with `xinference engine install vLLM`"

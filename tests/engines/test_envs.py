@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.engines.wheels import build_wheel
 from xinference.engines import envs
 from xinference.engines.envs import EnvRecipe
 from xinference.errors import EngineError, InvalidRequest
-from tests.engines.wheels import build_wheel
 
 
 @pytest.fixture()

@@ -50,13 +50,14 @@ class EnvJobs:
         hardware = detect_hardware()
         recipe = cls.env_recipe(hardware)
         if recipe is None:
-            platform_verdict = getattr(cls, "platform_verdict", None)
-            verdict = platform_verdict(hardware) if callable(platform_verdict) else None
-            if verdict is not None and not verdict:
-                raise InvalidRequest(f"{name} cannot be installed on this worker: {verdict.reason}", param="engine")
-            raise InvalidRequest(
-                f"{name} has no environment of its own on this worker: it runs from the platform's own "
-                f"installation ({cls.check_lib().reason or 'installed'})", param="engine")
+            installed = cls.check_lib()
+            if installed:
+                raise InvalidRequest(f"{name} has no environment of its own: it runs from the platform's own "
+                                     f"installation, where it is installed", param="engine")
+            gpu = "an NVIDIA GPU" if hardware.cuda_available else "Apple silicon" if hardware.is_apple_silicon \
+                else "no GPU"
+            raise InvalidRequest(f"{name} cannot be installed on this worker: it has no build for "
+                                 f"{hardware.os} {hardware.arch} with {gpu}", param="engine")
         return name, recipe
 
     def start(self, engine: str, force: bool = False) -> dict[str, Any]:
