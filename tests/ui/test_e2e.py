@@ -113,9 +113,15 @@ def test_launch_chat_stop_and_terminate_from_the_page(page: Any, ui_server: Loca
     page.wait_for_function(
         "() => { const a = document.querySelectorAll('.msg.assistant'); "
         "return a.length && Number(a[a.length - 1].dataset.chunks) >= 5; }", timeout=120_000)
+    in_flight = httpx.get(f"{ui_server.api}/models", timeout=10).json()["data"][0]["requests_in_flight"]
+    assert in_flight == 1
     page.click("[data-testid=stop]")
     _last_answer(page).and_(page.locator("[data-done='1']")).wait_for(timeout=10_000)
     assert "stopped" in _last_answer(page).locator("[data-testid=msg-stats]").inner_text()
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{ui_server.api}/models", timeout=10).json()["data"][0]["requests_in_flight"]:
+        assert time.monotonic() < deadline, "the stopped stream is still counted in flight"
+        time.sleep(0.2)
     started = time.monotonic()
     response = httpx.post(f"{ui_server.api}/chat/completions", timeout=120, json={
         "model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})

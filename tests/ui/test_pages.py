@@ -165,3 +165,40 @@ def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
     worker.wait_for()
     assert DEFAULT_MODEL in worker.inner_text() and EMBEDDING in worker.inner_text()
     assert problems.all() == []
+
+
+# A scripted stream stands in for a reasoning model (none runs offline on this machine): the page's rendering of
+# reasoning, markdown and code blocks is what is under test, not the model.
+SCRIPTED_STREAM = "".join(
+    f"data: {json.dumps(chunk)}\n\n" for chunk in [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "The user wants "}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "a function."}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Here:\n\n```python\ndef add(a, b):\n"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "    return a + b\n```\n\n**Done** <script>x()</script>"},
+                      "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}},
+    ]) + "data: [DONE]\n\n"
+
+
+def test_chat_shows_reasoning_apart_and_renders_markdown(page: Any, server: LocalServer) -> None:
+    page.route("**/v1/chat/completions", lambda route: route.fulfill(
+        status=200, body=SCRIPTED_STREAM, headers={"Content-Type": "text/event-stream"}))
+    problems = watch(page)
+    page.goto(f"{server.endpoint}/ui/#/chat/{DEFAULT_MODEL}")
+    page.fill("[data-testid=chat-input]", "Write add() in Python.")
+    page.click("[data-testid=send]")
+    answer = page.locator(".msg.assistant").last
+    answer.and_(page.locator("[data-done='1']")).wait_for()
+    assert answer.locator(".reasoning-text").text_content() == "The user wants a function."  # folded once answered
+    bubble = answer.locator("[data-testid=answer]")
+    assert bubble.locator("pre code").inner_text().startswith("def add(a, b):")
+    assert bubble.locator("strong").inner_text() == "Done"
+    assert bubble.locator("script").count() == 0
+    stats = answer.locator("[data-testid=msg-stats]").inner_text()
+    assert "12 prompt + 30 completion tokens" in stats and "5 chunks" in stats and "finish: stop" in stats
+    screenshot(page, "chat-reasoning")
+    # Regenerate sends the same conversation again and replaces the answer.
+    page.get_by_role("button", name="Regenerate").click()
+    page.locator(".msg.assistant").last.and_(page.locator("[data-done='1']")).wait_for()
+    assert page.locator(".msg.user").count() == 1 and page.locator(".msg.assistant").count() == 1
+    assert problems.all() == []

@@ -176,7 +176,7 @@ export function ChatPage({ arg }) {
         <button class="ghost" onClick=${() => setMessages([])} disabled=${busy}>Clear</button>
       </header>
       <${ErrorBox} error=${error} />
-      ${models && chatModels.length === 0 && html`<p class="empty">No chat model is ready.
+      ${models && chatModels.length === 0 && html`<p class="empty">No chat model is ready.${" "}
         <a href="#/launch">Launch one</a> first.</p>`}
       <div class="chat-layout">
         <div class="chat-main">

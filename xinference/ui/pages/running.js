@@ -75,7 +75,7 @@ export function RunningPage() {
       </header>
       <${ErrorBox} error=${actionError || error} />
       ${models === null && !error && html`<p class="muted">Loading…</p>`}
-      ${models && models.length === 0 && html`<p class="empty" data-testid="no-models">No model is running.
+      ${models && models.length === 0 && html`<p class="empty" data-testid="no-models">No model is running.${" "}
         <a href="#/launch">Launch one</a>.</p>`}
       ${models && models.length > 0 && html`
         <div class="table-wrap"><table class="models" data-testid="running-table">

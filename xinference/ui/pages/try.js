@@ -99,7 +99,7 @@ export function TryPage({ arg }) {
         <${ModelPicker} models=${models} value=${uid} accept=${isTryable}
           onChange=${(v) => { setUid(v); location.hash = "#/try/" + encodeURIComponent(v); }} /></header>
       <${ErrorBox} error=${error} />
-      ${models && !models.some(isTryable) && html`<p class="empty">No embedding or rerank model is ready.
+      ${models && !models.some(isTryable) && html`<p class="empty">No embedding or rerank model is ready.${" "}
         <a href="#/launch">Launch one</a> (all-MiniLM-L6-v2 ships with the install).</p>`}
       ${model && model.model_type === "embedding" && html`<${Embeddings} uid=${uid} />`}
       ${model && model.model_type === "rerank" && html`<${Rerank} uid=${uid} />`}
