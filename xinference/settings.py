@@ -19,11 +19,17 @@ __all__ = [
     "envs_dir",
     "heartbeat_interval",
     "home_dir",
+    "keep_alive_default",
+    "keep_alive_overrides",
+    "load_timeout",
     "llama_cpp_index_url",
     "logs_dir",
+    "max_queued",
+    "metrics_public",
     "model_logs_dir",
     "model_restart_limit",
     "model_src",
+    "queue_timeout",
     "responses_store_limits",
     "stream_interval",
     "worker_timeout",
@@ -146,3 +152,45 @@ def stream_interval() -> float:
     except ValueError:
         value = 40.0
     return max(0.0, value) / 1000.0
+
+
+# -- operations (issue 12): keep-alive, admission control, metrics --------------------------------------------------
+def keep_alive_default() -> str | None:
+    """``XINFERENCE_KEEP_ALIVE``: how long a model stays loaded after its last request when its launch names no
+    ``keep_alive`` (Ollama's syntax: ``"10m"``, ``"1h30m"``, seconds, ``-1`` forever, ``0`` unload after the
+    current requests). Unset: forever. Parsed by :func:`xinference.core.keepalive.parse_keep_alive`."""
+    return os.environ.get("XINFERENCE_KEEP_ALIVE") or None
+
+
+def keep_alive_overrides() -> bool:
+    """``XINFERENCE_KEEP_ALIVE_OVERRIDE`` (default 1): whether a request's own ``keep_alive`` field may change how
+    long its model stays loaded; 0 ignores the field."""
+    return os.environ.get("XINFERENCE_KEEP_ALIVE_OVERRIDE", "1").strip().lower() not in ("0", "false", "no")
+
+
+def load_timeout() -> float:
+    """``XINFERENCE_LOAD_TIMEOUT``: how long a request naming an unloaded model waits for its reload before a 503
+    with ``Retry-After`` (default 300 s; the load itself goes on)."""
+    return _seconds("XINFERENCE_LOAD_TIMEOUT", 300.0)
+
+
+def max_queued() -> int | None:
+    """``XINFERENCE_MAX_QUEUED``: requests a model may hold waiting for a free slot when its launch names no
+    ``max_queued``; beyond it a 429. Unset: four times the model's slots (every replica's)."""
+    try:
+        value = int(os.environ.get("XINFERENCE_MAX_QUEUED", ""))
+    except ValueError:
+        return None
+    return max(0, value)
+
+
+def queue_timeout() -> float:
+    """``XINFERENCE_QUEUE_TIMEOUT``: how long a request may wait for a free slot when its launch names no
+    ``queue_timeout`` (default 120 s); then a 429 with ``Retry-After``."""
+    return _seconds("XINFERENCE_QUEUE_TIMEOUT", 120.0)
+
+
+def metrics_public() -> bool:
+    """``XINFERENCE_METRICS_PUBLIC=1``: ``GET /metrics`` answers without an API key (for a scraper on a trusted
+    network); by default it needs one, like every other route, when keys are configured."""
+    return os.environ.get("XINFERENCE_METRICS_PUBLIC", "").strip().lower() in ("1", "true", "yes")
