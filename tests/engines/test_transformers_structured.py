@@ -221,3 +221,25 @@ def test_tool_result_round_trip(loop, engine) -> None:
     assert reply["choices"][0]["message"]["content"] and reply["choices"][0]["finish_reason"] in ("stop", "length")
     prompt = engine._render({"messages": history, "tools": TOOLS})
     assert "18 degrees and sunny" in prompt and call["function"]["arguments"].strip("{}") in prompt
+
+
+def test_constrained_and_free_sequences_share_the_batch(loop, engine) -> None:
+    """A grammar applies to its own row only: plain requests decoded in the same batch give their solo output."""
+    plain = [[{"role": "user", "content": p}] for p in ("Name three colors.", "What is 2+2?")]
+    solo = [chat(loop, engine, messages=m, max_tokens=12)["choices"][0]["message"]["content"] for m in plain]
+
+    async def together():
+        forced = engine.chat({"messages": ASK, "max_tokens": 60, "temperature": 0, "tools": TOOLS,
+                              "tool_choice": "required"})
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                  "additionalProperties": False}
+        shaped = engine.chat({"messages": ASK, "max_tokens": 30, "temperature": 0, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "s", "schema": schema}}})
+        free = [engine.chat({"messages": m, "max_tokens": 12, "temperature": 0}) for m in plain]
+        return await asyncio.gather(forced, shaped, *free)
+
+    forced, shaped, *free = loop.run_until_complete(together())
+    assert [r["choices"][0]["message"]["content"] for r in free] == solo
+    assert forced["choices"][0]["finish_reason"] == "tool_calls"
+    assert isinstance(json.loads(shaped["choices"][0]["message"]["content"])["ok"], bool)
+    assert engine.stats()["max_batch_seen"] >= 3
