@@ -243,3 +243,18 @@ def test_constrained_and_free_sequences_share_the_batch(loop, engine) -> None:
     assert forced["choices"][0]["finish_reason"] == "tool_calls"
     assert isinstance(json.loads(shaped["choices"][0]["message"]["content"])["ok"], bool)
     assert engine.stats()["max_batch_seen"] >= 3
+
+
+def test_logprobs_streamed_and_on_completions(loop, engine) -> None:
+    chunks = collect(loop, engine, max_tokens=6, logprobs=True, top_logprobs=2)
+    entries = [e for c in chunks for ch in c["choices"] for e in (ch.get("logprobs") or {}).get("content") or []]
+    text = "".join(ch["delta"].get("content") or "" for c in chunks for ch in c["choices"])
+    assert len(entries) == 6 and "".join(e["token"] for e in entries) == text
+    assert all(e["top_logprobs"][0]["token"] == e["token"] for e in entries)
+    legacy = loop.run_until_complete(engine.completions({"prompt": "The capital of France is", "max_tokens": 4,
+                                                         "temperature": 0, "logprobs": 2}))
+    logprobs = legacy["choices"][0]["logprobs"]
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 4
+    assert "".join(logprobs["tokens"]) == legacy["choices"][0]["text"]
+    assert all(max(top, key=top.get) == token for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"],
+                                                                       strict=True))
