@@ -99,7 +99,7 @@ function KeyPrompt({ message, onDone }) {
 
 function Sidebar({ route, theme, version, keyed, onForgetKey }) {
   return html`
-    <nav class="sidebar" aria-label="Pages">
+    <div class="sidebar-col"><nav class="sidebar" aria-label="Pages">
       <a class="brand" href="#/launch"><span class="logo" aria-hidden="true">✕</span> Xinference</a>
       <ul>
         ${Object.entries(PAGES).filter(([, p]) => p.nav).map(([name, p]) => html`
@@ -114,7 +114,7 @@ function Sidebar({ route, theme, version, keyed, onForgetKey }) {
         ${keyed && html`<button class="ghost" onClick=${onForgetKey}>Forget API key</button>`}
         <span class="version" data-testid="version">${version ? "v" + version : ""}</span>
       </div>
-    </nav>`;
+    </nav></div>`;
 }
 
 function App() {

@@ -183,6 +183,8 @@ export function ChatPage({ arg }) {
           ${showCode && html`<${CodePanel} body=${buildBody([...messages.filter((m) => !m.error),
             ...(input ? [{ role: "user", content: input }] : [])])} />`}
           <div class="messages" data-testid="messages">
+            ${messages.length === 0 && html`<p class="muted chat-hint">Answers stream in as the model writes them;
+              Stop ends one early. Settings apply to the next message.</p>`}
             ${messages.map((m, i) => html`<${Message} key=${i} message=${m} />`)}
             <div ref=${endRef}></div>
           </div>

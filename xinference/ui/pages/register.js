@@ -81,11 +81,12 @@ export function RegisterPage() {
       setPreview({ prompt: "", error: null });
       return undefined;
     }
+    const first = !preview.prompt && !preview.error;
     const timer = setTimeout(() => {
       api("/v1/chat_templates/render", { method: "POST", body: { chat_template: form.chatTemplate } })
         .then((r) => setPreview({ prompt: r.prompt, error: null }))
         .catch((err) => setPreview({ prompt: "", error: err }));
-    }, 300);
+    }, first ? 0 : 300); // the first preview at once, then after a pause in typing
     return () => clearTimeout(timer);
   }, [form.chatTemplate, form.type]);
 
