@@ -29,7 +29,7 @@ from xinference.engines.mlx.config import MLXConfig
 from xinference.engines.mlx.engine import MLXEngine
 from xinference.engines.mlx.runtime import config_overrides, find_openblas
 from xinference.engines.mlx.scheduler import held_back
-from xinference.engines.registry import ENGINE_ORDER
+from xinference.engines.registry import ENGINE_ORDER, engine_order
 from xinference.errors import ContextLengthExceeded, InvalidRequest, UnsupportedOption
 from xinference.model.registry import ModelRegistry
 
@@ -66,13 +66,18 @@ def test_env_recipe_per_platform() -> None:
     on_mac, on_linux = MLXEngine.env_recipe(MAC), MLXEngine.env_recipe(CPU)
     assert on_mac is not None and on_linux is not None
     assert on_mac.packages[0] == "mlx" and on_linux.packages[0] == "mlx[cpu]"
-    assert all(r.packages[1].startswith("mlx-lm>=") and r.overlay for r in (on_mac, on_linux))
+    for recipe in (on_mac, on_linux):
+        assert recipe.overlay and recipe.packages[1].startswith("mlx-lm>=")
+        assert recipe.packages[2].startswith("llguidance")  # structured output, without torch
     assert MLXEngine.env_recipe(INTEL_MAC) is None and MLXEngine.env_recipe(WINDOWS) is None
 
 
-def test_ranked_after_llama_cpp_and_transformers() -> None:
-    order = list(ENGINE_ORDER)
-    assert order.index("llama.cpp") < order.index("Transformers") < order.index("MLX")
+def test_ranked_after_llama_cpp_and_before_transformers_only_on_apple_silicon() -> None:
+    for order in (list(ENGINE_ORDER), list(engine_order(CPU))):
+        assert order.index("llama.cpp") < order.index("Transformers") < order.index("MLX")
+    on_mac = list(engine_order(MAC))
+    assert on_mac.index("llama.cpp") < on_mac.index("MLX") < on_mac.index("Transformers")
+    assert sorted(on_mac) == sorted(ENGINE_ORDER)
 
 
 def test_missing_env_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,8 @@ The order of :data:`_ENGINES` is the preference used when a launch names no engi
 (vLLM, then SGLang: the fastest where a CUDA GPU exists), then llama.cpp (GGUF anywhere), then Transformers, then
 MLX, then sentence-transformers. ``match()`` rejects what cannot run here, so taking the first accepted engine gives
 the best one available. MLX comes after Transformers because on Linux CPUs, where it is accepted once its env is
-installed, it is the slower of the two (SmolLM2-135M on 2 cores: ~11-15 tok/s against ~21); on Apple silicon it
-is the only engine for mlx-format specs, and a launch names it (``-en MLX``) for pytorch weights.
+installed, it is the slower of the two (SmolLM2-135M on 2 cores: ~11-15 tok/s against ~21); on Apple silicon,
+where it runs on the GPU (Metal) and Transformers on the CPU, :func:`engine_order` puts it before Transformers.
 """
 
 from __future__ import annotations
@@ -43,12 +43,19 @@ _CPU_FALLBACKS: tuple[str, ...] = ("vLLM",)
 
 def engine_order(hardware: HardwareInfo | None = None) -> tuple[str, ...]:
     """The preference order on ``hardware``: :data:`ENGINE_ORDER`, except that on a worker without an NVIDIA GPU
-    vLLM (its CPU build) comes after llama.cpp."""
-    if hardware is None or hardware.cuda_available:
+    vLLM (its CPU build) comes after llama.cpp, and on Apple silicon MLX comes before Transformers."""
+    if hardware is None:
         return ENGINE_ORDER
-    rest = tuple(name for name in ENGINE_ORDER if name not in _CPU_FALLBACKS)
-    after = rest.index("llama.cpp") + 1
-    return rest[:after] + _CPU_FALLBACKS + rest[after:]
+    order = ENGINE_ORDER
+    if not hardware.cuda_available:
+        rest = tuple(name for name in order if name not in _CPU_FALLBACKS)
+        after = rest.index("llama.cpp") + 1
+        order = rest[:after] + _CPU_FALLBACKS + rest[after:]
+    if hardware.is_apple_silicon:
+        rest = tuple(name for name in order if name != "MLX")
+        before = rest.index("Transformers")
+        order = rest[:before] + ("MLX",) + rest[before:]
+    return order
 
 
 def engine_names() -> list[str]:

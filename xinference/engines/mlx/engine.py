@@ -80,6 +80,8 @@ logger = logging.getLogger(__name__)
 
 #: ``generate_step`` with sampler and logits processors, and ``load(model_config=...)``.
 MIN_MLX_LM = "0.20.0"
+#: grammar-constrained decoding (:mod:`xinference.engines.grammar`), as pinned by the transformers extra
+_LLGUIDANCE = "llguidance>=1.0"
 
 
 def _logits_width(model: Any, tokenizer: Any) -> int:
@@ -125,11 +127,15 @@ class MLXEngine(Engine):
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        """mlx (Metal) or mlx[cpu] (Linux), mlx-lm, and llguidance for structured output (pip skips it when the
+        main environment, which the overlay env sees, already has it)."""
         if hardware.is_apple_silicon:
-            return EnvRecipe(("mlx", f"mlx-lm>={MIN_MLX_LM}"), overlay=True)
-        if cls.platform_verdict(hardware):
-            return EnvRecipe(("mlx[cpu]", f"mlx-lm>={MIN_MLX_LM}"), overlay=True)
-        return None
+            mlx = "mlx"
+        elif cls.platform_verdict(hardware):
+            mlx = "mlx[cpu]"
+        else:
+            return None
+        return EnvRecipe((mlx, f"mlx-lm>={MIN_MLX_LM}", _LLGUIDANCE), overlay=True)
 
     @classmethod
     def process_env(cls, hardware: HardwareInfo) -> dict[str, str]:
