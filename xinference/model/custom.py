@@ -2,7 +2,8 @@
 
 Files are written atomically (a temporary file, fsync, rename), so a crash never leaves half a registration, and
 they are reloaded when the supervisor starts. A file that no longer validates is skipped with a warning rather
-than stopping the server.
+than stopping the server. ``from_xinference_json`` turns the original Xinference's registration JSON (versions 1
+and 2, as its docs and old deployments write it) into this platform's schema before validation.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from pydantic import ValidationError
 
+from xinference.errors import InvalidRequest
 from xinference.model.spec import ModelFamily, validate_model_name
 
-__all__ = ["RegistrationStore"]
+__all__ = ["RegistrationStore", "from_xinference_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,3 +62,153 @@ class RegistrationStore:
 
     def delete(self, model_type: str, model_name: str) -> None:
         self._path(model_type, model_name).unlink(missing_ok=True)
+
+
+# -- Xinference's registration JSON -------------------------------------------------------------------------------
+#: Family fields of Xinference's JSON kept as given (nothing here acts on them; they read back with the registration)
+_KEPT_FAMILY = ("model_family", "virtualenv", "cache_config", "type")
+#: Family fields of Xinference's JSON that the server computes itself: dropped
+_DROPPED_FAMILY = ("is_builtin",)
+#: Spec fields of Xinference's JSON kept as given
+_KEPT_SPEC = ("activated_size_in_billions", "model_file_name_split_template", "quantization_parts", "model_engine")
+#: Family fields copied from the built-in family ``model_family`` names when the registration leaves them out
+_INHERITED = ("chat_template", "stop", "stop_token_ids", "tool_call_format", "reasoning_start_tag",
+              "reasoning_end_tag", "architectures")
+_HUBS = ("huggingface", "modelscope")
+_DEFAULT_ABILITY = {"embedding": ["embed"], "rerank": ["rerank"]}
+
+
+def from_xinference_json(
+    data: Mapping[str, Any], model_type: str, builtin: Callable[[str], ModelFamily | None] | None = None
+) -> dict[str, Any]:
+    """Translate a registration written for the original Xinference into this platform's family schema.
+
+    Called on every registration before validation, so users can paste the JSON of Xinference's docs or of an old
+    deployment: ``"version": 1`` (``quantizations`` per spec) and ``"version": 2`` (one ``quantization`` per spec,
+    ``model_hub``, ``model_src``), ``language`` for ``model_lang``, ``tool_parser``, nulls for "not set". Fields that
+    mean something here are mapped; fields that do not (``virtualenv``, ``cache_config``, ...) go to ``kept_fields``;
+    anything else is left in place, so the strict schema refuses it with its name. ``model_family`` naming a
+    built-in family lends that family's chat template, stops, tool-call format and reasoning tags when the
+    registration gives none. Raises ``InvalidRequest`` for a version or hub it cannot honour.
+    """
+    family = {k: v for k, v in data.items() if v is not None or k in ("model_specs", "model_name")}
+    version = family.pop("version", None)
+    if version not in (None, 1, 2):
+        raise InvalidRequest(f"unknown registration version {version!r}; Xinference's are 1 and 2", param="version")
+    for name in _DROPPED_FAMILY:
+        family.pop(name, None)
+    kept = dict(family.pop("kept_fields", None) or {})
+    kept.update({name: family.pop(name) for name in _KEPT_FAMILY if name in family})
+    if "language" in family and "model_lang" not in family:
+        family["model_lang"] = family.pop("language")
+    if "model_ability" not in family and model_type in _DEFAULT_ABILITY:
+        family["model_ability"] = list(_DEFAULT_ABILITY[model_type])
+    parser = family.pop("tool_parser", None)
+    if parser is not None and "tool_call_format" not in family:
+        if _known_tool_format(parser):
+            family["tool_call_format"] = parser
+        else:
+            kept["tool_parser"] = parser  # a parser of Xinference's this platform has no format for
+    base = builtin(kept["model_family"]) if builtin and isinstance(kept.get("model_family"), str) else None
+    if base is not None:
+        for name in _INHERITED:
+            value = getattr(base, name)
+            if name not in family and value:
+                family[name] = value
+    specs = family.get("model_specs")
+    if isinstance(specs, list):
+        family["model_specs"] = _merge_quantizations([_spec(s, i, model_type) for i, s in enumerate(specs)])
+    if kept:
+        family["kept_fields"] = kept
+    return family
+
+
+def _known_tool_format(name: object) -> bool:
+    from xinference.model.parsers.registry import TOOL_CALL_FORMATS
+
+    return isinstance(name, str) and name.lower() in TOOL_CALL_FORMATS
+
+
+def _spec(raw: object, index: int, model_type: str) -> object:
+    if not isinstance(raw, dict):
+        return raw  # the schema says what is wrong with it
+    spec = {k: v for k, v in raw.items() if v is not None}
+    kept = dict(spec.pop("kept_fields", None) or {})
+    kept.update({name: spec.pop(name) for name in _KEPT_SPEC if name in spec})
+    if "quantization" in spec and "quantizations" not in spec:
+        quantization = spec.pop("quantization")
+        spec["quantizations"] = [quantization] if isinstance(quantization, str) else quantization
+    if "model_size_in_billions" not in spec and model_type in _DEFAULT_ABILITY:
+        spec["model_size_in_billions"] = 0  # Xinference's embedding and rerank specs carry no size
+    sources = spec.pop("model_src", None)
+    if isinstance(sources, dict):
+        _from_model_src(spec, sources, index)
+    elif sources is not None:
+        spec["model_src"] = sources  # refused by the schema, with its name
+    hub = spec.pop("model_hub", None)
+    if hub is not None:
+        _place_hub_id(spec, str(hub), index)
+    uri = spec.get("model_uri")
+    if isinstance(uri, str) and uri.startswith("/"):
+        spec["model_uri"] = "file://" + uri  # Xinference also takes a bare absolute path
+    if kept:
+        spec["kept_fields"] = kept
+    return spec
+
+
+def _place_hub_id(spec: dict[str, Any], hub: str, index: int) -> None:
+    """``model_hub`` says which hub ``model_id`` belongs to."""
+    hub = hub.lower()
+    if hub not in _HUBS:
+        if spec.get("model_uri"):
+            kept: dict[str, Any] = spec.setdefault("kept_fields", {})
+            kept["model_hub"] = hub  # weights are local: the hub does not matter
+            return
+        raise InvalidRequest(
+            f"model_specs.{index}.model_hub {hub!r} is not supported; use huggingface or modelscope, or give a "
+            "file:// model_uri", param=f"model_specs.{index}.model_hub",
+        )
+    if hub == "modelscope" and isinstance(spec.get("model_id"), str):
+        ids = dict(spec.get("model_hub_ids") or {})
+        ids.setdefault("modelscope", spec.pop("model_id"))
+        spec["model_hub_ids"] = ids
+
+
+def _from_model_src(spec: dict[str, Any], sources: dict[str, Any], index: int) -> None:
+    """Xinference's per-hub ``model_src``: {hub: {model_id, quantizations, model_revision, file template}}."""
+    ids = dict(spec.get("model_hub_ids") or {})
+    for hub, source in sources.items():
+        where = f"model_specs.{index}.model_src.{hub}"
+        if hub not in _HUBS or not isinstance(source, dict):
+            raise InvalidRequest(f"{where}: use huggingface or modelscope with an object of model_id, "
+                                 "quantizations, ...", param=where)
+        if isinstance(source.get("model_id"), str):
+            ids[hub] = source["model_id"]
+        for name in ("quantizations", "model_file_name_template", "model_revision"):
+            value = source.get(name)
+            if value is not None and name not in spec and (hub == "huggingface" or name == "quantizations"):
+                spec[name] = value
+        if hub == "huggingface" and "model_id" not in spec and isinstance(source.get("model_id"), str):
+            spec["model_id"] = source["model_id"]
+    if ids:
+        spec["model_hub_ids"] = ids
+
+
+def _merge_quantizations(specs: list[object]) -> list[object]:
+    """Version 2 writes one spec per quantization: specs that differ only in it become one with them all."""
+    merged: list[object] = []
+    index: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        quantizations = spec.get("quantizations") if isinstance(spec, dict) else None
+        if not isinstance(spec, dict) or not isinstance(quantizations, list):
+            merged.append(spec)
+            continue
+        key = json.dumps({k: v for k, v in spec.items() if k != "quantizations"}, sort_keys=True, default=str)
+        if key in index:
+            known = index[key]["quantizations"]
+            known.extend(q for q in quantizations if q not in known)
+            continue
+        copy = {**spec, "quantizations": list(quantizations)}
+        index[key] = copy
+        merged.append(copy)
+    return merged

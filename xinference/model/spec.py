@@ -9,7 +9,7 @@ the wrong type is an error that names the field.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -124,6 +124,10 @@ class ModelSpec(_Strict):
         default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
     )
     draft_model: DraftModel | None = Field(default=None, description="the draft model enable_mtp attaches")
+    kept_fields: dict[str, Any] = Field(
+        default_factory=dict, description="fields of Xinference's registration JSON accepted but not acted on here "
+        "(activated_size_in_billions, ...), kept as given (model/custom.py: from_xinference_json)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -191,6 +195,10 @@ class ModelFamily(_Strict):
     reasoning_start_tag: str | None = Field(default=None, min_length=1)
     reasoning_end_tag: str | None = Field(default=None, min_length=1)
     model_specs: list[ModelSpec] = Field(min_length=1)
+    kept_fields: dict[str, Any] = Field(
+        default_factory=dict, description="fields of Xinference's registration JSON accepted but not acted on here "
+        "(model_family, virtualenv, cache_config, ...), kept as given (model/custom.py: from_xinference_json)",
+    )
 
     @field_validator("model_name")
     @classmethod

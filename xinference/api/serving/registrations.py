@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pydantic import ValidationError
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 from xinference.api.errors import validation_message
 from xinference.api.protocol.registrations import RegisterModelRequest, canonical_model_type
 from xinference.errors import InvalidRequest
+from xinference.model.custom import from_xinference_json
 from xinference.model.spec import ModelFamily, validate_model_name
 
 __all__ = ["RegistrationsService"]
@@ -20,7 +22,7 @@ class RegistrationsService:
 
     async def register(self, model_type: str, body: RegisterModelRequest) -> None:
         kind = canonical_model_type(model_type)
-        data = {"model_type": kind, **body.family()}
+        data = from_xinference_json({"model_type": kind, **body.family()}, kind, _builtin_family)
         try:
             family = ModelFamily.model_validate(data)
         except ValidationError as exc:
@@ -42,6 +44,18 @@ class RegistrationsService:
             canonical_model_type(model_type), _name(model_name)
         )
         return result
+
+
+@functools.cache
+def _builtin_families() -> dict[str, ModelFamily]:
+    from xinference.model.registry import load_builtin_families
+
+    return {family.model_name: family for family in load_builtin_families()}
+
+
+def _builtin_family(name: str) -> ModelFamily | None:
+    """The built-in family a registration's ``model_family`` names, whose template and parsers it may reuse."""
+    return _builtin_families().get(name)
 
 
 def _name(value: str) -> str:
