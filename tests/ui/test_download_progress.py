@@ -78,5 +78,14 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         # The only failed requests are the polls that found the cancelled launch gone (404).
         assert all(" 404 " in f" {r} " or r.startswith("404") for r in problems.requests), problems.requests
         assert problems.exceptions == []
+
+        # The partial download is a cache entry: the Cluster page lists it and removes it.
+        [entry] = httpx.get(f"{server.api}/cache/models", timeout=10).json()["list"]
+        assert entry["partial_bytes"] > 0
+        page.goto(f"{server.endpoint}/ui/#/cluster")
+        row = page.locator("tr", has_text=entry["id"])
+        row.get_by_role("button", name="Remove").click()
+        row.wait_for(state="detached", timeout=15_000)
+        assert httpx.get(f"{server.api}/cache/models", timeout=10).json()["list"] == []
     finally:
         context.close()

@@ -93,6 +93,22 @@ def test_chat_view_code_runs_as_shown(page: Any, server: LocalServer) -> None:
     assert problems.all() == []
 
 
+def test_running_page_adds_and_removes_a_replica(page: Any, server: LocalServer) -> None:
+    problems = watch(page)
+    page.goto(f"{server.endpoint}/ui/#/running")
+    row = page.locator(f"tr[data-uid='{DEFAULT_MODEL}']")
+    row.locator(".badge[data-status=ready]").wait_for()
+    row.get_by_role("button", name="+ replica").click()
+    row.get_by_text("2/2").wait_for(timeout=120_000)
+    described = httpx.get(f"{server.api}/models/{DEFAULT_MODEL}", timeout=10).json()
+    assert [r["replica_uid"] for r in described["replicas"]] == [f"{DEFAULT_MODEL}-0", f"{DEFAULT_MODEL}-1"]
+    row.get_by_role("button", name="− replica").click()
+    row.get_by_text("1/1").wait_for(timeout=60_000)
+    described = httpx.get(f"{server.api}/models/{DEFAULT_MODEL}", timeout=10).json()
+    assert [r["replica_uid"] for r in described["replicas"]] == [f"{DEFAULT_MODEL}-0"]
+    assert problems.all() == []
+
+
 def test_embeddings_try_out(page: Any, server: LocalServer) -> None:
     response = httpx.post(f"{server.api}/models", json={"model_name": EMBEDDING, "model_type": "embedding"},
                           timeout=180)

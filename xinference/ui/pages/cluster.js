@@ -65,7 +65,8 @@ export function ClusterPage() {
         <div class="table-wrap"><table><thead><tr><th>Models / entry</th><th>Hub</th><th>Size</th><th>Worker</th><th></th></tr></thead>
           <tbody>${cache.list.map((e) => html`<tr><td>${(e.model_names || []).join(", ") || "–"}<br /><small class="muted">${e.id}</small></td>
             <td>${e.hub}</td>
-            <td>${bytes(e.size_bytes)}</td><td>${e.worker}</td>
+            <td>${bytes(e.size_bytes)}${e.partial_bytes ? html`<br /><small class="muted">+ ${bytes(e.partial_bytes)}
+              unfinished</small>` : ""}</td><td>${e.worker}</td>
             <td><button class="danger small" onClick=${() => remove(e)}>Remove</button></td></tr>`)}</tbody>
         </table></div>`}
     </section>`;
