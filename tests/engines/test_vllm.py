@@ -147,6 +147,7 @@ def test_greedy_chat_knows_paris(client, model: str) -> None:  # type: ignore[no
     assert "Paris" in reply.choices[0].message.content
     assert reply.model == model
     assert reply.usage.prompt_tokens > 10 and 0 < reply.usage.completion_tokens <= 16
+    assert "token_ids" not in (reply.choices[0].model_extra or {})  # vLLM's null extras are dropped
 
 
 def test_stream_with_usage(client, model: str) -> None:  # type: ignore[no-untyped-def]

@@ -85,6 +85,9 @@ _CONTEXT_OVERFLOW = re.compile(
     re.IGNORECASE,
 )
 _TAIL_BYTES = 16384
+#: vLLM-only fields that come back as null on every answer and mean nothing to an OpenAI client
+_VENDOR_NULLS = ("token_ids", "routed_experts", "stop_reason", "prompt_logprobs", "prompt_token_ids",
+                 "kv_transfer_params")
 
 # The watchdog: started with our own Python, stdin is the read end of a pipe whose write end only the model
 # process holds. EOF (the model process closed it or died) -> stop the server's group and every descendant seen.
@@ -454,6 +457,7 @@ class ManagedServerEngine(Engine):
         argv = self.server_args(python=python, port=port, api_key=api_key)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.server_env()}
         self.stage = f"starting {self.name}'s server"
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # not a log line per proxied request and health check
         self._server = ServerProcess(f"{self.name} server for {self.model_uid}", argv, env)
         await asyncio.to_thread(self._server.start)
         self._client = httpx.AsyncClient(
@@ -569,7 +573,13 @@ class ManagedServerEngine(Engine):
     def _normalize(self, data: dict[str, Any]) -> dict[str, Any]:
         """Our field names on a response or chunk: the model uid, ``reasoning_content``."""
         data["model"] = self.model_uid
+        for key in _VENDOR_NULLS:
+            if key in data and data[key] is None:
+                del data[key]
         for choice in data.get("choices") or ():
+            for key in _VENDOR_NULLS:
+                if key in choice and choice[key] is None:
+                    del choice[key]
             part = choice.get("message") or choice.get("delta")
             if part and "reasoning" in part:
                 reasoning = part.pop("reasoning")
