@@ -209,3 +209,9 @@ def test_chat_unknown_uid_exits_1_before_prompting(endpoint: str) -> None:
     assert result.exit_code == 1
     assert ">>> " not in result.stdout
     assert "no-such-model" in result.stderr
+
+
+def test_download_bar_shows_speed_and_time_left() -> None:
+    assert cli._rate_text({"progress": 0.3}) == ""  # not measured yet
+    assert cli._rate_text({"bytes_per_second": 5 * 1024 * 1024, "eta_seconds": 41.7}) == "5.0 MiB/s, 41s left"
+    assert cli._rate_text({"bytes_per_second": 2048.0, "eta_seconds": None}) == "2.0 KiB/s"

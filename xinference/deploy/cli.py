@@ -248,11 +248,12 @@ def _launch_with_progress(client: Client, api_key: str | None, uid: str, **launc
                 if not worker.is_alive():
                     break
                 try:
-                    fraction = float(poller.get_launch_model_progress(uid).get("progress", 0.0))
+                    info = poller.get_launch_model_progress(uid)
                 except ClientError:
                     continue  # not registered yet, or a transient error: keep waiting
+                fraction = float(info.get("progress", 0.0))
                 if 0.0 < fraction < 1.0 or bar.drawn:
-                    bar.draw(fraction)
+                    bar.draw(fraction, _rate_text(info))
     except KeyboardInterrupt:
         click.echo("\ncancelling the launch...", err=True)
         try:
@@ -279,11 +280,20 @@ class _Bar:
         self.drawn = False
         self.fraction = 0.0
 
-    def draw(self, fraction: float) -> None:
+    def draw(self, fraction: float, extra: str = "") -> None:
         self.drawn, self.fraction = True, fraction
         done = int(fraction * self.width)
-        click.echo(f"\rDownloading [{'#' * done}{'-' * (self.width - done)}] {fraction * 100:5.1f}%", nl=False,
-                   err=True)
+        click.echo(f"\rDownloading [{'#' * done}{'-' * (self.width - done)}] {fraction * 100:5.1f}% {extra:<24}",
+                   nl=False, err=True)
+
+
+def _rate_text(info: dict[str, Any]) -> str:
+    """``"12.5 MiB/s, 40s left"`` from a progress answer's speed and ETA (empty until the server measured them)."""
+    speed, eta = info.get("bytes_per_second"), info.get("eta_seconds")
+    if not speed:
+        return ""
+    text = f"{_human_size(int(speed))}/s"
+    return f"{text}, {int(eta)}s left" if isinstance(eta, (int, float)) else text
 
 
 _CACHE_COLUMNS = ("ID", "Hub", "Repository", "Revision", "Models", "Files", "Size", "Worker")
