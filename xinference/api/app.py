@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from xinference import __version__, settings
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
+from xinference.api.metrics import Metrics, RouteLabelMiddleware
+from xinference.api.metrics import attach_router as attach_metrics
 from xinference.api.route_cache import RouteTable
 from xinference.api.routers import (
     cache,
@@ -25,6 +27,7 @@ from xinference.api.routers import (
     logs,
     messages,
     models,
+    operations,
     registrations,
     rerank,
     responses,
@@ -38,6 +41,7 @@ from xinference.api.serving.registrations import RegistrationsService
 from xinference.api.serving.rerank import RerankService
 from xinference.api.serving.response_store import ResponseStore
 from xinference.api.serving.responses import ResponsesService
+from xinference.core.keepalive import KeepAlive
 from xinference.core.supervisor import SupervisorActor
 
 __all__ = ["create_app"]
@@ -50,6 +54,10 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         supervisor: Any = await xo.actor_ref(address=supervisor_address, uid=SupervisorActor.default_uid())
         routes = RouteTable(supervisor)
+        # Operations (issue 12): per-request metrics recorded as admission tickets are left; idle unload.
+        routes.admission.sink = app.state.metrics
+        routes.keepalive = KeepAlive(supervisor, routes, routes.admission)
+        app.state.routes = routes
         app.state.supervisor = supervisor
         app.state.generation = GenerationService(routes)
         app.state.models = ModelsService(supervisor, routes)
@@ -61,14 +69,17 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
         max_items, ttl = settings.responses_store_limits()
         app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
         watcher = asyncio.create_task(routes.watch())
+        keepalive = asyncio.create_task(routes.keepalive.watch())
         try:
             yield
         finally:
             watcher.cancel()
+            keepalive.cancel()
 
     app = FastAPI(title="Xinference", version=__version__, lifespan=lifespan)
     app.state.api_keys = api_keys
     app.state.supervisor_address = supervisor_address
+    app.state.metrics = Metrics()
     install_error_handlers(app)
     for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engine_envs, engines):
         module.attach_router(app)
@@ -76,6 +87,9 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
         extra.attach_router(app)
     for agent_api in (messages, responses):  # Anthropic Messages and OpenAI Responses (issue 10)
         agent_api.attach_router(app)
+    operations.attach_router(app)  # devices, launch history, unload/load (issue 12)
+    attach_metrics(app)  # GET /metrics
+    app.add_middleware(RouteLabelMiddleware)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
     return app

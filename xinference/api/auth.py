@@ -11,6 +11,7 @@ import hmac
 import json
 from typing import Any, Awaitable, Callable
 
+from xinference import settings
 from xinference.api.errors import anthropic_error_body, error_body, uses_anthropic_shape
 
 __all__ = ["ApiKeyMiddleware"]
@@ -30,9 +31,12 @@ class ApiKeyMiddleware:
     def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
         self.app = app
         self.keys = tuple(k.encode() for k in keys)
+        #: ``XINFERENCE_METRICS_PUBLIC=1``: a Prometheus scraper reads ``/metrics`` without a key
+        self.public_metrics = settings.metrics_public()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not self.keys or _is_open(scope.get("path", "")):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not self.keys or _is_open(path) or (self.public_metrics and path == "/metrics"):
             await self.app(scope, receive, send)
             return
         if self._authorized(scope):

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
+from xinference.core.admission import Admission, Ticket
 from xinference.core.model_actor import ModelActor
 from xinference.errors import ModelNotFound, ModelUnavailable, ReplicaUnreachable, XinferenceError
 
@@ -38,6 +39,9 @@ class Route:
     model_ability: list[str]
     status: str = "ready"
     replicas: list[Replica] = field(default_factory=list)
+    engine: str = ""
+    #: keep_alive, max_queued, queue_timeout, slots (see ``core/admission.py`` and ``core/keepalive.py``)
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def drop(self, replica: Replica) -> None:
         """Stop routing to a replica found unreachable (until the next refresh says otherwise)."""
@@ -72,6 +76,9 @@ class RouteTable:
         self._stale = True
         #: replica address → until when it is skipped: found unreachable, not yet dropped by the supervisor.
         self._suspect: dict[str, float] = {}
+        #: per-model limits on running and waiting requests; keep-alive (set by the app) reloads unloaded models
+        self.admission = Admission()
+        self.keepalive: Any = None
 
     def mark_unreachable(self, address: str, seconds: float = 30.0) -> None:
         """Skip a replica whose process did not answer, until the supervisor's table catches up (or ``seconds``)."""
@@ -86,6 +93,24 @@ class RouteTable:
             raise ModelNotFound(f"model {model_uid!r} is not running; GET /v1/models lists the running models",
                                 param="model")
         return route
+
+    def all(self) -> list[Route]:
+        """Every route as last refreshed."""
+        return list(self._routes.values())
+
+    async def admit(self, route: Route) -> tuple[Ticket, Route]:
+        """Admit one request on ``route`` (429 beyond its limits), loading the model first when keep-alive
+        unloaded it; the ticket is held until the response ends (``Ticket.leave``)."""
+        gate = self.admission.gate(route.model_uid, route.engine, route.limits, len(route.replicas))
+        ticket = await gate.enter()
+        if self.keepalive is not None and self.keepalive.needs_load(route):
+            try:
+                route = await self.keepalive.ensure_loaded(route)
+            except BaseException as exc:
+                ticket.fail(exc)
+                ticket.leave()
+                raise
+        return ticket, route
 
     def invalidate(self) -> None:
         self._stale = True
@@ -111,8 +136,10 @@ class RouteTable:
                         # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
                         replica = Replica(address, xo.create_actor_ref(address, ModelActor.default_uid()))
                     replicas.append(replica)
-                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas)
+                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas,
+                                   info.get("model_engine", ""), dict(info.get("limits") or {}))
             self._routes, self._version, self._stale = fresh, version, False
+            self.admission.forget(set(fresh))
 
     async def watch(self, interval: float = 1.0) -> None:
         """Refresh whenever the supervisor's version moves (runs for the API's lifetime)."""
@@ -124,9 +151,27 @@ class RouteTable:
             except Exception:  # noqa: BLE001 - the supervisor may be restarting; retry next tick
                 logger.debug("route refresh failed", exc_info=True)
 
-    async def call(self, route: Route, call: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
+    async def call(self, route: Route, call: Callable[[Replica], Awaitable[T]],
+                   ticket: Ticket | None = None) -> tuple[T, Replica]:
         """Run ``call`` on the least-busy replica of ``route``, counting it as outstanding there meanwhile; when
-        that replica's process is unreachable, skip it and try the next one. Returns the result and the replica."""
+        that replica's process is unreachable, skip it and try the next one. Returns the result and the replica.
+
+        Without a ``ticket`` the call is admitted here (``admit``) and its ticket left when it returns."""
+        if ticket is not None:
+            return await self._call(route, call)
+        ticket, route = await self.admit(route)
+        try:
+            result, replica = await self._call(route, call)
+            if isinstance(result, dict):
+                ticket.count_usage(result.get("usage"))
+            return result, replica
+        except BaseException as exc:
+            ticket.fail(exc)
+            raise
+        finally:
+            ticket.leave()
+
+    async def _call(self, route: Route, call: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
         failure: ReplicaUnreachable | None = None
         for _ in range(max(1, len(route.replicas))):
             replica = route.pick()

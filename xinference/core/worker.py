@@ -379,6 +379,13 @@ class WorkerActor(xo.StatelessActor):
     async def list_replicas(self) -> list[str]:
         return list(self._replicas)
 
+    async def usage(self) -> dict[str, Any]:
+        """This machine's CPU and GPU use and each replica's process CPU and RSS (``GET /metrics``)."""
+        from xinference.core.resources import machine_usage
+
+        pids = {uid: (str(r.plan.get("model_uid", "")), r.facts.get("pid")) for uid, r in self._replicas.items()}
+        return await asyncio.to_thread(machine_usage, pids)
+
     async def read_log(self, replica_uid: str, tail: int, since: int | None = None) -> dict[str, Any]:
         """A bounded, path-scrubbed piece of a replica's log (``GET /v1/models/{uid}/logs``)."""
         from xinference.core.logs import read_log

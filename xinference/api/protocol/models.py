@@ -54,6 +54,12 @@ class LaunchModelRequest(OpenAIRequest):
     gpu_idx: int | list[int] | None = None
     model_path: str | None = None
     download_hub: Literal["huggingface", "modelscope"] | None = None
+    # -- operations (issue 12): unload when idle, bounded queue, come back after a restart
+    keep_alive: str | int | float | None = Field(
+        default=None, description="stay loaded this long after the last request: '10m', seconds, -1 forever, 0")
+    max_queued: int | None = Field(default=None, ge=0, description="requests that may wait for a slot; then 429")
+    queue_timeout: float | None = Field(default=None, gt=0, description="seconds a request may wait for a slot")
+    autostart: bool = Field(default=False, description="launch again when the server restarts")
 
     @field_validator("model_path")
     @classmethod
@@ -112,6 +118,10 @@ class LaunchModelRequest(OpenAIRequest):
             "download_hub": self.download_hub,
             "worker_ip": self.worker_ip or None,
             "gpu_idx": self.gpu_idx,
+            "keep_alive": self.keep_alive,
+            "max_queued": self.max_queued,
+            "queue_timeout": self.queue_timeout,
+            "autostart": self.autostart,
         }
 
 

@@ -13,9 +13,11 @@ import logging
 from typing import Any, AsyncIterator, Literal, Union
 
 from xinference.api.errors import error_frame
+from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.route_cache import Replica, Route, RouteTable, model_call
 from xinference.api.sse import DONE_FRAME, encode_frames
+from xinference.core.admission import Ticket
 from xinference.errors import EngineError, WrongModelType, XinferenceError
 
 __all__ = ["GenerationService"]
@@ -38,6 +40,9 @@ class GenerationService:
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         params = body.to_engine_params()
+        keep_alive = (body.model_extra or {}).get("keep_alive")
+        if keep_alive is not None and self._routes.keepalive is not None:
+            self._routes.keepalive.note_request(body.model, keep_alive)  # Ollama's per-request keep_alive
         if not body.stream:
             return await self.complete(kind, body.model, params)
         return self._relay(body.model, await self.open(kind, body.model, params))
@@ -62,10 +67,18 @@ class GenerationService:
         abort, which frees the engine's slot.
         """
         route = await self.route(model, kind)
-        opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params))
+        ticket, route = await self._routes.admit(route)  # held until the stream ends (admission, metrics)
+        wanted_usage, params = with_usage(params)  # usage counts the tokens; dropped again if not asked for
+        try:
+            opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params), ticket)
+        except BaseException as exc:
+            ticket.fail(exc)
+            ticket.leave()
+            raise
         stream_id, batch, done = opened
         replica.outstanding += 1  # released by _batches when the stream ends
-        return self._batches(route.model_uid, replica, stream_id, batch, done)
+        ticket.streamed = True
+        return self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage)
 
     @staticmethod
     def _check_ability(route: Route, kind: Kind) -> None:
@@ -79,23 +92,29 @@ class GenerationService:
             )
 
     async def _batches(
-        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool
+        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool, ticket: Ticket,
+        wanted_usage: bool,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         finished = done
         try:
-            yield batch
+            yield observe_batch(ticket, batch, wanted_usage)
             while not done:
                 batch, done = await model_call(self._routes, uid, replica.ref.pull(stream_id))
                 if batch:
-                    yield batch
+                    batch = observe_batch(ticket, batch, wanted_usage)
+                    if batch:
+                        yield batch
             finished = True
-        except (GeneratorExit, asyncio.CancelledError):
+        except (GeneratorExit, asyncio.CancelledError) as exc:
+            ticket.fail(exc)
             raise  # the consumer left: abort below
-        except BaseException:
+        except BaseException as exc:
+            ticket.fail(exc)
             finished = True  # the stream failed in the model actor, which already dropped it
             raise
         finally:
             replica.outstanding -= 1
+            ticket.leave()
             if not finished:
                 self._abort_later(replica, stream_id)
 

@@ -24,11 +24,14 @@ from xinference import settings
 from xinference.core.hardware import HardwareInfo
 from xinference.core.model_actor import LaunchPlan
 from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
+from xinference.core.supervisor.autostart import AutostartMixin
 from xinference.core.supervisor.cache import CacheMixin
 from xinference.core.supervisor.catalog import CatalogMixin
 from xinference.core.supervisor.envs import EnvsMixin
 from xinference.core.supervisor.inspect import InspectMixin
+from xinference.core.supervisor.lifecycle import LifecycleMixin, launch_limits
 from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor.usage import UsageMixin
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
     InvalidRequest,
@@ -50,7 +53,8 @@ __all__ = ["SupervisorActor"]
 logger = logging.getLogger(__name__)
 
 
-class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.StatelessActor):
+class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, LifecycleMixin, AutostartMixin,
+                      UsageMixin, xo.StatelessActor):
     """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
 
     def __init__(self) -> None:
@@ -89,6 +93,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         logger.info("worker %s joined: %s", address, self._workers[address].hardware.summary())
         for reported in replicas or []:
             self._adopt(address, reported)
+        self._schedule_autostart()  # models launched with autostart come back once a worker can run them
 
     def _adopt(self, worker_address: str, reported: dict[str, Any]) -> None:
         plan = LaunchPlan(**reported["plan"])
@@ -202,6 +207,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         launch = LaunchRequest(**request)
         if launch.replica < 1:
             raise InvalidRequest("replica must be at least 1", param="replica")
+        limits = launch_limits(launch)  # keep_alive, max_queued, queue_timeout (issue 12)
         family = self._registry.get(launch.model_name, launch.model_type)
         choices = self._registry.choices(
             family, launch.model_format, launch.model_size_in_billions, launch.quantization
@@ -230,7 +236,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
                              hardware=self._devices_for(first, placements[0]),
                              sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
-                                      "draft": draft})
+                                      "draft": draft},
+                             launch=dict(request), limits=limits)
         async with self._lock:
             if uid in self._models:
                 hint = "" if launch.model_uid else "; pass model_uid to run another instance"
@@ -248,6 +255,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         return record.info()
 
     async def _start_all(self, record: ModelRecord, placements: list[Placement], keep_failed: bool) -> None:
+        began = time.monotonic()
         try:
             for index, placement in enumerate(placements):
                 await self._start_replica(record, index, placement)
@@ -266,8 +274,11 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
                 raise
             return
         record.status = "ready"
+        record.load_seconds = round(time.monotonic() - began, 3)
         record.event("ready", "every replica serves")
         self._changed()
+        if record.launch:
+            self._remember_launch(record.model_uid, record.launch, record.model_engine)
         logger.info("model %s ready (%s, %s)", record.model_uid, record.model_engine, record.choice.spec.model_format)
 
     def _place(self, replicas: int, launch: LaunchRequest) -> list[Placement]:
@@ -420,6 +431,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
         if record is None:
             raise ModelNotFound(f"model {model_uid!r} is not running", param="model_uid")
         self._changed()
+        if not getattr(self, "_closing", False):
+            self._forget_autostart(model_uid)  # terminated on purpose: it does not come back after a restart
         await self._stop_replicas(record)
         logger.info("model %s terminated", model_uid)
 
@@ -439,6 +452,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, xo.Stat
 
     async def shutdown(self) -> None:
         """Terminate every model (orderly shutdown of the whole cluster)."""
+        self._closing = True  # autostart entries stay on: they come back at the next start
         for uid in list(self._models):
             with contextlib.suppress(XinferenceError):
                 await self.terminate_model(uid)

@@ -7,6 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from xinference.core.admission import slots_of
 from xinference.core.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 
@@ -35,6 +36,11 @@ class LaunchRequest:
     download_hub: str | None = None
     worker_ip: str | None = None
     gpu_idx: list[int] | int | None = None
+    # -- operations (issue 12): keep-alive, admission limits, autostart after a restart
+    keep_alive: Any = None
+    max_queued: int | None = None
+    queue_timeout: float | None = None
+    autostart: bool = False
 
 
 @dataclass
@@ -93,6 +99,12 @@ class ModelRecord:
     cancelled: bool = False
     #: index of the next replica started (replica uids are ``<uid>-<index>`` and never reused)
     next_index: int = 0
+    #: the launch request as given (re-placing replicas after a keep-alive unload, autostart after a restart)
+    launch: dict[str, Any] = field(default_factory=dict)
+    #: keep_alive (seconds, None: forever), max_queued, queue_timeout: read by the API's admission and keep-alive
+    limits: dict[str, Any] = field(default_factory=dict)
+    #: seconds the last (re)load of every replica took
+    load_seconds: float | None = None
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
 
     def event(self, kind: str, message: str) -> None:
@@ -128,6 +140,9 @@ class ModelRecord:
             "replicas": [r.info() for r in self.replicas],
             "accelerators": sorted({f"{r.worker_address}/gpu{i}" for r in self.replicas for i in r.gpu_indices}),
             "engine_config": self.engine_config,
+            "keep_alive": self.limits.get("keep_alive_text", "forever"),
+            "autostart": bool(self.launch.get("autostart")),
+            "load_seconds": self.load_seconds,
         }
 
     def route(self) -> dict[str, Any]:
@@ -137,4 +152,6 @@ class ModelRecord:
             "model_ability": list(self.choice.family.model_ability),
             "status": self.status,
             "replicas": [r.address for r in self.replicas] if serving else [],
+            "model_engine": self.model_engine,
+            "limits": {**self.limits, "slots": slots_of(self.engine_config)},
         }

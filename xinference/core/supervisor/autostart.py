@@ -1,0 +1,119 @@
+"""Launch history and autostart: models launched with ``autostart: true`` (``xinference launch --persist``) come
+back, with their uid and options, after ``xinference-local`` or the cluster's supervisor restarts.
+
+Every launch that reached ``ready`` is remembered in ``XINFERENCE_HOME/launch_history.json`` (the newest
+``MAX_HISTORY``, written atomically): its uid, the launch request as given, when, and whether it autostarts.
+Terminating a model turns its autostart off; stopping the server does not. When a worker joins, the supervisor
+launches every autostart entry that is not running yet (a failure is logged, kept in the history, and tried
+again when the next worker joins). ``GET /v1/launch_history`` lists the entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from xinference import settings
+from xinference.errors import XinferenceError
+
+__all__ = ["MAX_HISTORY", "AutostartMixin", "LaunchHistory"]
+
+logger = logging.getLogger(__name__)
+
+MAX_HISTORY = 100
+
+
+class LaunchHistory:
+    """The launch history file: a JSON list, newest last, one entry per model uid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def entries(self) -> list[dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [e for e in data if isinstance(e, dict) and isinstance(e.get("model_uid"), str)] \
+            if isinstance(data, list) else []
+
+    def _write(self, entries: list[dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entries[-MAX_HISTORY:], indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def remember(self, model_uid: str, request: dict[str, Any], model_engine: str) -> None:
+        """A launch reached ``ready``: it replaces any older entry of the same uid."""
+        entries = [e for e in self.entries() if e["model_uid"] != model_uid]
+        entries.append({"model_uid": model_uid, "model_name": request.get("model_name"),
+                        "model_engine": model_engine, "autostart": bool(request.get("autostart")),
+                        "launched_at": time.time(), "terminated_at": None,
+                        "request": {**request, "model_uid": model_uid}})
+        self._write(entries)
+
+    def terminated(self, model_uid: str) -> None:
+        """The model was terminated on purpose: it stays in the history but no longer autostarts."""
+        entries = self.entries()
+        for entry in entries:
+            if entry["model_uid"] == model_uid:
+                entry["autostart"] = False
+                entry["terminated_at"] = time.time()
+        self._write(entries)
+
+
+class AutostartMixin:
+    """Needs SupervisorActor's ``_models`` and ``launch_model``."""
+
+    _models: dict[str, Any]
+
+    def _history(self) -> LaunchHistory:
+        return LaunchHistory(settings.home_dir() / "launch_history.json")
+
+    async def launch_history(self) -> list[dict[str, Any]]:
+        """``GET /v1/launch_history``: newest first, with whether each model runs now."""
+        out = []
+        for entry in reversed(self._history().entries()):
+            record = self._models.get(entry["model_uid"])
+            out.append({**entry, "status": record.status if record is not None else "not running"})
+        return out
+
+    def _remember_launch(self, model_uid: str, request: dict[str, Any], model_engine: str) -> None:
+        try:
+            self._history().remember(model_uid, request, model_engine)
+        except OSError as exc:
+            logger.warning("could not write the launch history: %s", exc)
+
+    def _forget_autostart(self, model_uid: str) -> None:
+        try:
+            self._history().terminated(model_uid)
+        except OSError as exc:
+            logger.warning("could not write the launch history: %s", exc)
+
+    def _schedule_autostart(self) -> None:
+        """Launch the autostart entries not running yet, in the background (called when a worker joins)."""
+        lock: asyncio.Lock | None = getattr(self, "_autostart_lock", None)
+        if lock is None:
+            lock = self._autostart_lock = asyncio.Lock()
+        task = asyncio.create_task(self._autostart(lock))
+        tasks: set[asyncio.Task[None]] = self._background  # type: ignore[attr-defined]
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _autostart(self, lock: asyncio.Lock) -> None:
+        async with lock:
+            for entry in self._history().entries():
+                if not entry.get("autostart") or entry["model_uid"] in self._models:
+                    continue
+                logger.info("autostart: launching %s again", entry["model_uid"])
+                try:
+                    await self.launch_model(dict(entry["request"]), wait_ready=True)  # type: ignore[attr-defined]
+                except XinferenceError as exc:
+                    logger.warning("autostart of %s failed: %s", entry["model_uid"], exc.message.splitlines()[0])
+                except Exception:  # noqa: BLE001 - one bad entry must not stop the others
+                    logger.exception("autostart of %s failed", entry["model_uid"])
