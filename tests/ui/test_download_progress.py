@@ -71,6 +71,12 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         assert api_view["stage"] == "downloading" and 0 < api_view["done_bytes"] < api_view["total_bytes"]
         assert "downloading" in stage.inner_text()
         screenshot(page, "launch-downloading")
+        # Another tab (or a reload) sees the same launch on the Running page.
+        other = context.new_page()
+        other.goto(f"{server.endpoint}/ui/#/running")
+        other.wait_for_function("document.querySelector('[data-testid=launch-stage]')?.textContent"
+                                ".includes('downloading')")
+        other.close()
 
         page.get_by_role("button", name="Cancel launch").click()
         page.get_by_text("was cancelled").wait_for(timeout=30_000)

@@ -59,6 +59,11 @@ def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) 
         assert failed and shown == failed[-1]
         page.locator("[data-testid=launch-progress] .badge[data-status=failed]").wait_for()
         screenshot(page, "launch-failed")
+        # A reload loses nothing: the Running page shows the failure too.
+        page.goto(f"{server.endpoint}/ui/#/running")
+        failure = page.locator("tr[data-uid=offline-try] [data-testid=failure]")
+        failure.wait_for()
+        assert failure.inner_text() == failed[-1].splitlines()[0][:160]
         assert httpx.delete(f"{server.api}/models/offline-try", timeout=30).status_code == 200
     else:  # refused up front (memory, engine): the 4xx's message
         assert shown.strip()

@@ -4,7 +4,7 @@ import { useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api, request } from "../lib/api.js";
 import { ErrorBox, StatusBadge, usePoll } from "../lib/components.js";
-import { duration } from "../lib/format.js";
+import { bytes, duration } from "../lib/format.js";
 
 const POLL_MS = 1500;
 
@@ -39,7 +39,14 @@ function ModelRow({ model, now, onError, refresh }) {
   return html`
     <tr data-uid=${model.model_uid}>
       <td><b>${model.model_uid}</b><br /><small class="muted">${model.model_name} · ${model.model_type}</small></td>
-      <td><${StatusBadge} status=${model.status} /></td>
+      <td><${StatusBadge} status=${model.status} />
+        ${model.launch && html`<br /><small class="muted" data-testid="launch-stage">${model.launch.stage || ""}
+          ${model.launch.total_bytes ? ` ${Math.round((100 * model.launch.done_bytes) / model.launch.total_bytes)}%` : ""}
+          ${model.launch.bytes_per_second ? ` · ${bytes(model.launch.bytes_per_second)}/s` : ""}</small>
+          <br /><button class="small" onClick=${() => act(() => request(`/v1/models/${uid}/cancel`, { method: "POST" }))}>
+            Cancel</button>`}
+        ${model.failure && html`<br /><small class="error" title=${model.failure} data-testid="failure">
+          ${model.failure.split("\n")[0].slice(0, 160)}</small>`}</td>
       <td>${model.model_engine}<br /><small class="muted">${model.model_format} ${model.quantization || ""}</small></td>
       <td>${replicas.length}/${model.replica}<br /><small class="muted">${where}
         ${model.accelerators && model.accelerators.length ? " · " + model.accelerators.join(", ") : ""}</small></td>
@@ -62,10 +69,30 @@ function ModelRow({ model, now, onError, refresh }) {
     </tr>`;
 }
 
+/** The model list, plus what a launching model is doing and why a failed one failed (so a page reload, or a
+ * launch made elsewhere, shows the same as the launch dialog would). */
+async function loadModels() {
+  const body = await api("/v1/models");
+  await Promise.all(body.data.map(async (model) => {
+    const uid = encodeURIComponent(model.model_uid);
+    try {
+      if (model.status === "launching") model.launch = await api(`/v1/models/${uid}/progress`);
+      if (model.status === "failed") {
+        const { events } = await api(`/v1/models/${uid}/events`);
+        const last = [...events].reverse().find((e) => e.event === "launch_failed" || e.event === "replica_died");
+        model.failure = last ? last.message : "";
+      }
+    } catch (_) {
+      // it changed state meanwhile; the next poll shows it
+    }
+  }));
+  return body;
+}
+
 export function RunningPage() {
   const [tick, setTick] = useState(0);
   const [actionError, setActionError] = useState(null);
-  const [data, error] = usePoll(() => api("/v1/models"), POLL_MS, [tick]);
+  const [data, error] = usePoll(loadModels, POLL_MS, [tick]);
   const models = data ? data.data : null;
   const now = Date.now() / 1000;
   return html`
