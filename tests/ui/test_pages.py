@@ -5,6 +5,7 @@ catalog), the Logs and Cluster pages. One ``xinference-local`` for the module, h
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,6 +68,22 @@ def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) 
         assert httpx.delete(f"{server.api}/models/offline-try", timeout=30).status_code == 200
     else:  # refused up front (memory, engine): the 4xx's message
         assert shown.strip()
+
+
+def test_a_memory_refusal_is_shown_in_the_dialog(page: Any, server: LocalServer) -> None:
+    page.goto(f"{server.endpoint}/ui/#/launch")
+    page.fill("[data-testid=model-search]", "smollm2")
+    page.locator(".model-card").first.get_by_role("button", name="Launch").click()
+    page.locator("details.engine-options summary").click()
+    page.fill("#opt-n_ctx", "2097152")  # a 2M-token KV cache: tens of GiB
+    page.fill("#uid", "too-big")
+    page.click("[data-testid=launch-button]")
+    box = page.locator(".modal .error-box")
+    box.wait_for()
+    text = box.inner_text()
+    assert re.search(r"needs ~[\d.]+ GiB, worker has [\d.]+ GiB free", text), text
+    assert "ignore_memory_check" in text
+    assert all(m["model_uid"] != "too-big" for m in httpx.get(f"{server.api}/models", timeout=10).json()["data"])
 
 
 def test_chat_view_code_runs_as_shown(page: Any, server: LocalServer) -> None:
