@@ -72,7 +72,7 @@ def test_count_tokens_matches_what_generation_reports(client: anthropic.Anthropi
 
 def test_tool_result_round_trip(client: anthropic.Anthropic, model_uid: str) -> None:
     """A conversation that carries a tool_use and its tool_result is rendered and answered."""
-    message = client.messages.create(model=model_uid, max_tokens=24, tools=[WEATHER], extra_body=GREEDY, messages=[
+    message = client.messages.create(model=model_uid, max_tokens=8, tools=[WEATHER], extra_body=GREEDY, messages=[
         {"role": "user", "content": "What is the weather in Paris?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "get_weather",
                                            "input": {"city": "Paris"}}]},
@@ -97,7 +97,7 @@ def test_forced_tool_use_round_trip(client: anthropic.Anthropic, model_uid: str)
         question, {"role": "assistant", "content": [block.model_dump() for block in first.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id, "content": "Sunny, 24 C"}]},
     ]
-    answer = client.messages.create(model=model_uid, max_tokens=32, tools=[WEATHER], extra_body=GREEDY,
+    answer = client.messages.create(model=model_uid, max_tokens=8, tools=[WEATHER], extra_body=GREEDY,
                                     messages=conversation)
     counted = client.messages.count_tokens(model=model_uid, tools=[WEATHER], messages=conversation).input_tokens
     alone = client.messages.count_tokens(model=model_uid, tools=[WEATHER], messages=[question]).input_tokens

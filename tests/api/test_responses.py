@@ -63,11 +63,11 @@ def test_raw_stream_event_names(client: openai.OpenAI, model_uid: str) -> None:
 
 
 def test_previous_response_id_continues_the_conversation(client: openai.OpenAI, model_uid: str) -> None:
-    first = client.responses.create(model=model_uid, input="My name is Ada. Say hello.", max_output_tokens=16,
+    first = client.responses.create(model=model_uid, input="My name is Ada. Say hello.", max_output_tokens=8,
                                     temperature=0)
     follow = client.responses.create(model=model_uid, input="What is my name?", previous_response_id=first.id,
-                                     max_output_tokens=16, temperature=0)
-    alone = client.responses.create(model=model_uid, input="What is my name?", max_output_tokens=16, temperature=0)
+                                     max_output_tokens=1, temperature=0)
+    alone = client.responses.create(model=model_uid, input="What is my name?", max_output_tokens=1, temperature=0)
     assert follow.previous_response_id == first.id
     # the earlier turns are in the prompt: both inputs and the first answer
     assert follow.usage.input_tokens >= alone.usage.input_tokens + first.usage.output_tokens + 5
@@ -91,7 +91,7 @@ def test_delete(client: openai.OpenAI, model_uid: str) -> None:
 
 def test_function_call_output_round_trip(client: openai.OpenAI, model_uid: str) -> None:
     """A function_call item and its output are rendered into the prompt and answered."""
-    response = client.responses.create(model=model_uid, tools=[TOOL], max_output_tokens=24, temperature=0, input=[
+    response = client.responses.create(model=model_uid, tools=[TOOL], max_output_tokens=8, temperature=0, input=[
         {"role": "user", "content": "What is the weather in Paris?"},
         {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 24 degrees"},
@@ -109,7 +109,7 @@ def test_forced_function_call_and_its_output(client: openai.OpenAI, model_uid: s
     assert calls, first.output
     assert calls[0].name == "get_weather" and isinstance(json.loads(calls[0].arguments).get("city"), str)
     answer = client.responses.create(model=model_uid, previous_response_id=first.id, tools=[TOOL],
-                                     max_output_tokens=32, temperature=0, input=[
+                                     max_output_tokens=8, temperature=0, input=[
                                          {"type": "function_call_output", "call_id": calls[0].call_id,
                                           "output": "Sunny, 24 degrees"}])
     alone = client.responses.create(model=model_uid, input="What is the weather in Paris?", tools=[TOOL],
