@@ -18,6 +18,8 @@ def test_ui_is_served_and_root_redirects(local_server: LocalServer) -> None:
         asset = httpx.get(f"{local_server.endpoint}/ui/{path}", timeout=10)
         assert asset.status_code == 200 and "javascript" in asset.headers["content-type"], path
     assert "https://" not in page.text  # nothing loaded from elsewhere
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self' 'sha256-" in csp and "unsafe" not in csp and "frame-ancestors 'none'" in csp
     assert httpx.get(f"{local_server.endpoint}/ui/nope.js", timeout=10).status_code == 404
     assert httpx.get(f"{local_server.endpoint}/ui/%2e%2e/settings.py", timeout=10).status_code == 404
 
