@@ -211,6 +211,7 @@ needs_env = pytest.mark.skipif(not ENV_PYTHON.exists(),
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a whole suite: ~2.5 min on 2 busy cores
 @needs_env
 def test_in_process_suite_in_the_env() -> None:
     """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
