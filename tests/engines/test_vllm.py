@@ -159,6 +159,19 @@ def test_stream_with_usage(client, model: str) -> None:  # type: ignore[no-untyp
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
+def test_anthropic_messages_and_count_tokens(server: LocalServer, model: str) -> None:
+    from anthropic import Anthropic
+
+    claude = Anthropic(base_url=server.endpoint, api_key="x", max_retries=0)
+    reply = claude.messages.create(model=model, max_tokens=16, system="You are a helpful assistant.",
+                                   extra_body={"temperature": 0},
+                                   messages=[{"role": "user", "content": "What is the capital of France?"}])
+    assert "Paris" in reply.content[0].text and reply.usage.output_tokens > 0
+    counted = claude.messages.count_tokens(model=model, system="You are a helpful assistant.",
+                                           messages=[{"role": "user", "content": "What is the capital of France?"}])
+    assert counted.input_tokens == reply.usage.input_tokens  # vLLM's own template and tokenizer, both times
+
+
 def test_completions(client, model: str) -> None:  # type: ignore[no-untyped-def]
     reply = client.completions.create(model=model, prompt="The capital of France is", temperature=0, max_tokens=4)
     assert reply.choices[0].text and reply.usage.completion_tokens == 4
