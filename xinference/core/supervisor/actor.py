@@ -212,6 +212,25 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
         choices = self._registry.choices(
             family, launch.model_format, launch.model_size_in_billions, launch.quantization
         )
+        # Placement, the memory check and the uid are decided under the lock, and the record books the launch's
+        # GPUs and memory before the lock is released: overlapping launches see each other's bookings.
+        async with self._lock:
+            record = await self._decide(request, launch, limits, family, choices)
+        record.event("launching", f"{record.model_engine}, {record.choice.spec.model_format} "
+                                  f"{record.choice.quantization}, {launch.replica} replica(s)")
+        placements = [placement for placement, _ in record.reserved]
+        if not wait_ready:
+            task = asyncio.create_task(self._start_all(record, placements, keep_failed=True))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return record.info()
+        await self._start_all(record, placements, keep_failed=False)
+        return record.info()
+
+    async def _decide(self, request: dict[str, Any], launch: LaunchRequest, limits: dict[str, Any],
+                      family: ModelFamily, choices: list[SpecChoice]) -> ModelRecord:
+        """Engine, spec, workers and GPUs of a launch; registers its record (``launching``) with those GPUs and
+        the estimated memory booked. Called under ``self._lock``."""
         placements = self._place(launch.replica, launch)
         first = self._workers[placements[0].address]
         matched = choose_engine(launch.model_engine, choices, self._devices_for(first, placements[0]))
@@ -238,28 +257,27 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
                              sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
                                       "draft": draft},
                              launch=dict(request), limits=limits)
-        async with self._lock:
-            if uid in self._models:
-                hint = "" if launch.model_uid else "; pass model_uid to run another instance"
-                raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
-            self._models[uid] = record
-            self._changed()
-        record.event("launching", f"{matched.engine}, {choice.spec.model_format} {choice.quantization}, "
-                                  f"{launch.replica} replica(s)")
-        if not wait_ready:
-            task = asyncio.create_task(self._start_all(record, placements, keep_failed=True))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            return record.info()
-        await self._start_all(record, placements, keep_failed=False)
-        return record.info()
+        if uid in self._models:
+            hint = "" if launch.model_uid else "; pass model_uid to run another instance"
+            raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
+        for placement in placements:
+            devices = self._devices_for(self._workers[placement.address], placement)
+            need = engine_cls.estimate_memory(choice.family, choice.spec, choice.quantization, launch.engine_kwargs,
+                                              devices).total
+            record.reserved.append((placement, need))
+        self._models[uid] = record
+        self._changed()
+        return record
 
     async def _start_all(self, record: ModelRecord, placements: list[Placement], keep_failed: bool) -> None:
         began = time.monotonic()
         try:
             for index, placement in enumerate(placements):
+                if record.cancelled:  # terminated (or cancelled) while an earlier replica was starting
+                    raise LaunchFailed(f"the launch of {record.model_uid!r} was cancelled")
                 await self._start_replica(record, index, placement)
         except BaseException as exc:
+            record.reserved.clear()
             await self._stop_replicas(record)
             reason = exc.message if isinstance(exc, XinferenceError) else type(exc).__name__
             record.event("launch_failed", reason)
@@ -268,9 +286,10 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
                 logger.error("background launch of %s failed: %s", record.model_uid, reason.splitlines()[0])
             else:
                 async with self._lock:
-                    self._models.pop(record.model_uid, None)
+                    if self._models.get(record.model_uid) is record:  # a relaunch may hold the uid by now
+                        self._models.pop(record.model_uid)
             self._changed()
-            if not keep_failed:
+            if not keep_failed or isinstance(exc, asyncio.CancelledError):
                 raise
             return
         record.status = "ready"
@@ -286,8 +305,12 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             raise ModelUnavailable("no worker has joined this cluster yet")
         views = []
         for worker in self._workers.values():
-            hosted = [r for rec in self._models.values() for r in rec.replicas if r.worker_address == worker.address]
-            used = {i for r in hosted for i in r.gpu_indices}
+            # started replicas and the ones launches have booked but not started yet
+            hosted = [r.gpu_indices for rec in self._models.values() for r in rec.replicas
+                      if r.worker_address == worker.address]
+            hosted += [p.gpu_indices for rec in self._models.values() for p, _ in rec.reserved
+                       if p.address == worker.address]
+            used = {i for gpus in hosted for i in gpus}
             views.append(WorkerView(worker.address, worker.hardware, len(hosted), used))
         return place_replicas(views, replicas, launch.n_gpu, launch.worker_ip, parse_gpu_idx(launch.gpu_idx))
 
@@ -318,11 +341,32 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             logger.debug("worker %s did not report fresh hardware (%s)", worker.address, exc)
         mine = [p for p in placements if p.address == worker.address]
         problem = check_fit(
-            choice.family, choice.spec, choice.quantization, self._devices_for(worker, mine[0]),
+            choice.family, choice.spec, choice.quantization, self._devices_for(self._minus_booked(worker), mine[0]),
             launch.engine_kwargs, len(mine), engine=get_engine_class(engine),
         )
         if problem is not None:
             raise InvalidRequest(problem, param="ignore_memory_check")
+
+    def _minus_booked(self, worker: WorkerEntry) -> WorkerEntry:
+        """``worker`` with the memory booked by launches still loading on it taken off its free memory (their
+        processes do not hold it yet, so the worker's own report does not show it)."""
+        ram = 0
+        vram: dict[int, int] = {}
+        for record in self._models.values():
+            for placement, need in record.reserved:
+                if placement.address != worker.address:
+                    continue
+                if not placement.gpu_indices:
+                    ram += need
+                for index in placement.gpu_indices:
+                    vram[index] = vram.get(index, 0) + need // len(placement.gpu_indices)
+        if not ram and not vram:
+            return worker
+        gpus = tuple(g.model_copy(update={"memory_free_bytes": max(0, g.memory_free_bytes - vram.get(g.index, 0))})
+                     for g in worker.hardware.gpus)
+        hardware = worker.hardware.model_copy(
+            update={"ram_free_bytes": max(0, worker.hardware.ram_free_bytes - ram), "gpus": gpus})
+        return WorkerEntry(worker.address, worker.ref, hardware)
 
     async def _start_replica(self, record: ModelRecord, index: int, placement: Placement) -> None:
         worker = self._workers.get(placement.address)
@@ -347,6 +391,9 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             facts = await worker.ref.launch_replica(plan.to_dict())
         finally:
             record.pending = None
+            booked = [i for i, (p, _) in enumerate(record.reserved) if p == placement]
+            if booked:  # started or failed: from now on the replica itself (or nothing) holds the GPUs and memory
+                del record.reserved[booked[0]]
         record.replicas.append(
             Replica(plan.replica_uid, worker.address, facts["address"], facts.get("pid"), placement.gpu_indices)
         )
@@ -431,6 +478,15 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
         if record is None:
             raise ModelNotFound(f"model {model_uid!r} is not running", param="model_uid")
         self._changed()
+        if record.status == "launching":
+            # its launch is still starting replicas: make it stop and take back what it started
+            record.cancelled = True
+            record.reserved.clear()
+            pending = record.pending
+            worker = self._workers.get(pending[0]) if pending else None
+            if pending and worker is not None:
+                with contextlib.suppress(XinferenceError, xo.ServerClosed, ConnectionError, OSError):
+                    await worker.ref.cancel_launch(pending[1])
         if not getattr(self, "_closing", False):
             self._forget_autostart(model_uid)  # terminated on purpose: it does not come back after a restart
         await self._stop_replicas(record)

@@ -9,6 +9,7 @@ from typing import Any
 
 from xinference.core.admission import slots_of
 from xinference.core.hardware import HardwareInfo
+from xinference.core.placement import Placement
 from xinference.model.registry import SpecChoice
 
 __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
@@ -96,6 +97,9 @@ class ModelRecord:
     sources: dict[str, Any] = field(default_factory=dict)
     #: (worker address, replica uid) of the replica being started right now; set while launching.
     pending: tuple[str, str] | None = None
+    #: (placement, estimated bytes) of replicas a launch has placed but not started yet: counted by placement and
+    #: memory checks of overlapping launches
+    reserved: list[tuple[Placement, int]] = field(default_factory=list)
     cancelled: bool = False
     #: index of the next replica started (replica uids are ``<uid>-<index>`` and never reused)
     next_index: int = 0
