@@ -258,3 +258,17 @@ def test_logprobs_streamed_and_on_completions(loop, engine) -> None:
     assert "".join(logprobs["tokens"]) == legacy["choices"][0]["text"]
     assert all(max(top, key=top.get) == token for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"],
                                                                        strict=True))
+
+
+def test_auto_reads_the_described_call_shape(loop, engine) -> None:
+    """SmolLM2's template knows no tools: they are described with a bare-JSON call shape, and ``auto`` reads that
+    shape back as a call (plain text stays content)."""
+    parser = engine._output_parser({"tools": TOOLS, "messages": ASK}, None, None)
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content":
+                                                    '{"name": "get_time", "arguments": {"city": "Oslo"}}'},
+                          "finish_reason": "stop"}]}
+    message = parser.fix_response(reply)["choices"][0]["message"]
+    assert message["tool_calls"][0]["function"]["name"] == "get_time"
+    text = chat(loop, engine, tools=TOOLS, max_tokens=40)
+    message = text["choices"][0]["message"]
+    assert message.get("tool_calls") or message["content"]  # either way a well-formed answer

@@ -40,7 +40,7 @@ from xinference.errors import (
     ModelUnavailable,
     XinferenceError,
 )
-from xinference.model.parsers.postprocess import ChatOutputParser
+from xinference.model.parsers.postprocess import BARE_JSON_CALLS, ChatOutputParser
 from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
 from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
 
@@ -163,7 +163,7 @@ class TransformersEngine(Engine):
         if template is None and not own:
             raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
                                  param="messages")
-        renders_tools = template_renders_tools(template or own)
+        renders_tools = self._renders_tools()
         messages = history_for_template(request["messages"], renders_tools)
         tools = request.get("tools") or None
         if tools and not renders_tools:
@@ -212,7 +212,13 @@ class TransformersEngine(Engine):
         tags = reasoning_tags_of(self.family)
         primed = bool(tags and prompt_text and prompt_text.rstrip().endswith(tags.start))
         fmt = constraint.tool_format if constraint is not None else None
+        if fmt is None and tool_call_format_of(self.family) is None and not self._renders_tools():
+            fmt = BARE_JSON_CALLS  # the tools were described with that very call shape (tool_prompt.py)
         return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
+
+    def _renders_tools(self) -> bool:
+        own = getattr(self._tokenizer, "chat_template", None)
+        return template_renders_tools(own or self.family.chat_template)
 
     async def _build(self, kind: str, request: dict[str, Any]
                      ) -> tuple[list[int], RequestPlan, ChatOutputParser | None]:
