@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -151,3 +152,13 @@ def test_invalid_json_body_is_an_anthropic_400(local_server) -> None:
     response = httpx.post(f"{local_server.endpoint}/v1/messages", content=b"{not json",
                           headers={"content-type": "application/json"})
     assert response.status_code == 400 and response.json()["type"] == "error"
+
+
+def test_output_config_json_schema(client: anthropic.Anthropic, model_uid: str) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    message = client.messages.create(model=model_uid, max_tokens=32, messages=[{"role": "user", "content": QUESTION}],
+                                     output_config={"format": {"type": "json_schema", "schema": schema}},
+                                     extra_body=GREEDY)
+    value = json.loads(message.content[0].text)
+    assert list(value) == ["answer"] and isinstance(value["answer"], str)

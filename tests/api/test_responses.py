@@ -151,3 +151,13 @@ def test_malformed_requests_get_openai_errors(local_server, model_uid: str, body
 def test_unknown_response_id_is_404(local_server) -> None:
     response = httpx.get(f"{local_server.api}/responses/resp_nothing")
     assert response.status_code == 404 and response.json()["error"]["code"] == "response_not_found"
+
+
+def test_text_format_json_schema(client: openai.OpenAI, model_uid: str) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["city", "country"], "additionalProperties": False}
+    response = client.responses.create(model=model_uid, input="Name a city in France.", max_output_tokens=48,
+                                       temperature=0, text={"format": {"type": "json_schema", "name": "place",
+                                                                       "schema": schema, "strict": True}})
+    value = json.loads(response.output_text)
+    assert set(value) == {"city", "country"} and all(isinstance(v, str) for v in value.values())
