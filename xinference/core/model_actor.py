@@ -23,13 +23,15 @@ import xoscar as xo
 from xinference import settings
 from xinference.core.load_progress import LoadProgress
 from xinference.engines.base import ChunkStream, Engine
-from xinference.errors import LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
+from xinference.errors import EngineError, LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
 
 __all__ = ["STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor"]
 
 logger = logging.getLogger(__name__)
 
 STALE_STREAM_SECONDS = 120.0
+#: How many reaped stream ids are remembered, so that a late pull gets an error rather than a clean end
+_REAPED_MEMORY = 256
 #: Environment variable the worker sets for the subprocess: where its stdout/stderr (engine output too) go.
 LOG_ENV = "XINFERENCE_MODEL_LOG"
 
@@ -61,9 +63,12 @@ class LaunchPlan:
 @dataclass
 class _OpenStream:
     stream: ChunkStream
+    #: when the last pull began or ended; staleness counts from here, and never while a pull is in flight
     last_pull: float
     #: when the previous batch was handed out: the next one gathers chunks until ``stream_interval()`` later
     last_delivery: float = 0.0
+    #: pulls in flight (waiting for tokens, e.g. queued behind max_num_seqs): such a stream is being read
+    pulling: int = 0
 
 
 def redirect_output_to(path: str) -> None:
@@ -104,6 +109,8 @@ class ModelActor(xo.StatelessActor):
         self._plan = LaunchPlan(**plan)
         self._engine: Engine | None = None
         self._streams: dict[str, _OpenStream] = {}
+        #: ids of streams the reaper aborted (oldest first, bounded)
+        self._reaped: dict[str, None] = {}
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._orphan_check: asyncio.Task[None] | None = None
@@ -261,8 +268,11 @@ class ModelActor(xo.StatelessActor):
         """Every chunk produced since the last pull (waits for at least one); ``done`` ends the stream."""
         entry = self._streams.get(stream_id)
         if entry is None:
+            if stream_id in self._reaped:
+                raise EngineError(f"stream {stream_id} was aborted: it was not read for {STALE_STREAM_SECONDS:.0f}s")
             return [], True
         entry.last_pull = time.monotonic()
+        entry.pulling += 1
         try:
             batch, done = await entry.stream.next_batch(not_before=entry.last_delivery + self._stream_interval)
             if _carries_text(batch):  # until the first token has gone out, nothing is held back
@@ -270,6 +280,9 @@ class ModelActor(xo.StatelessActor):
         except XinferenceError:
             self._streams.pop(stream_id, None)
             raise
+        finally:
+            entry.pulling -= 1
+            entry.last_pull = time.monotonic()
         if done:
             self._streams.pop(stream_id, None)
         return batch, done
@@ -291,6 +304,9 @@ class ModelActor(xo.StatelessActor):
             await asyncio.sleep(STALE_STREAM_SECONDS / 4)
             now = time.monotonic()
             for stream_id, entry in list(self._streams.items()):
-                if now - entry.last_pull > STALE_STREAM_SECONDS:
+                if not entry.pulling and now - entry.last_pull > STALE_STREAM_SECONDS:
                     logger.warning("aborting stream %s: not pulled for %.0fs", stream_id, now - entry.last_pull)
                     await self.abort(stream_id)
+                    self._reaped[stream_id] = None
+                    if len(self._reaped) > _REAPED_MEMORY:
+                        del self._reaped[next(iter(self._reaped))]
