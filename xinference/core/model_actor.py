@@ -82,11 +82,18 @@ def redirect_output_to(path: str) -> None:
     )
 
 
+_GENERATED = ("content", "reasoning_content", "tool_calls")
+
+
 def _carries_text(batch: list[dict[str, Any]]) -> bool:
-    """Whether a batch holds generated text (not only the opening role chunk)."""
+    """Whether a batch holds generated output (text, reasoning or tool-call deltas; not only the opening role
+    chunk): from then on, pulls gather chunks for the stream interval."""
     for chunk in batch:
         for choice in chunk.get("choices") or ():
-            if choice.get("text") or (choice.get("delta") or {}).get("content"):
+            if choice.get("text"):
+                return True
+            delta = choice.get("delta") or {}
+            if any(delta.get(key) for key in _GENERATED):
                 return True
     return False
 
