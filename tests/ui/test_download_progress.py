@@ -56,17 +56,17 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         page.locator("label.engine[data-engine='llama.cpp'] input").wait_for()
         page.click("[data-testid=launch-button]")
         stage = page.locator("[data-testid=stage]")
-        page.wait_for_function("document.querySelector('[data-testid=stage]')?.textContent.includes('downloading')",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=stage]')?.textContent.includes('downloading')", timeout=60_000)
         # Bytes, speed and time left appear once two samples a moment apart exist.
-        page.wait_for_function("/\\/s/.test(document.querySelector('[data-testid=download]')?.textContent || '')"
+        page.wait_for_function("() => /\\/s/.test(document.querySelector('[data-testid=download]')?.textContent || '')"
                                " && /left/.test(document.querySelector('[data-testid=download]').textContent)",
                                timeout=30_000)
         line = page.locator("[data-testid=download]").inner_text()
         assert re.search(r"[\d.]+ MiB of [\d.]+ MiB · [\d.]+ MiB/s · \d+(m \d+)?s left", line), line
         first = float(re.findall(r"([\d.]+) MiB of", line)[0])
-        page.wait_for_function(f"parseFloat(document.querySelector('[data-testid=download]').textContent) > {first}",
-                               timeout=30_000)
+        page.wait_for_function(
+            f"() => parseFloat(document.querySelector('[data-testid=download]').textContent) > {first}", timeout=30_000)
         api_view = httpx.get(f"{server.api}/models/ui-hub-chat/progress", timeout=10).json()
         assert api_view["stage"] == "downloading" and 0 < api_view["done_bytes"] < api_view["total_bytes"]
         assert "downloading" in stage.inner_text()
@@ -74,7 +74,7 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         # Another tab (or a reload) sees the same launch on the Running page.
         other = context.new_page()
         other.goto(f"{server.endpoint}/ui/#/running")
-        other.wait_for_function("document.querySelector('[data-testid=launch-stage]')?.textContent"
+        other.wait_for_function("() => document.querySelector('[data-testid=launch-stage]')?.textContent"
                                 ".includes('downloading')")
         other.close()
 

@@ -170,7 +170,7 @@ def test_every_page_renders_without_errors(browser: Any, ui_server: LocalServer,
         # The theme toggle switches and is remembered.
         page.click("[data-testid=theme-toggle]")
         other = "dark" if theme == "light" else "light"
-        page.wait_for_function(f"document.documentElement.dataset.theme === '{other}'", timeout=5_000)
+        page.wait_for_function(f"() => document.documentElement.dataset.theme === '{other}'", timeout=5_000)
         page.reload()
         page.locator("main .page").wait_for()
         assert page.evaluate("document.documentElement.dataset.theme") == other  # remembered

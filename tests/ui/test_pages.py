@@ -152,15 +152,15 @@ def test_register_page_previews_validates_and_registers(page: Any, server: Local
     page.goto(f"{server.endpoint}/ui/#/register")
     preview = page.locator("[data-testid=template-preview]")
     preview.wait_for()
-    page.wait_for_function("document.querySelector('[data-testid=template-preview]').textContent.includes('Italy')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=template-preview]').textContent.includes('Italy')")
     assert "<|user|>\nWhat is the capital of France?" in preview.inner_text()
     # A template the sandbox refuses shows the server's message.
     page.locator("textarea.mono").fill("{{ messages.__class__ }}")
     page.locator(".register-page .error-box").wait_for()
     page.locator("textarea.mono").fill("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
-    page.wait_for_function("(document.querySelector('[data-testid=template-preview]') || {}).textContent"
-                           " === undefined ? false : document.querySelector('[data-testid=template-preview]')"
-                           ".textContent.startsWith('system: You are')")
+    page.wait_for_function("() => (document.querySelector('[data-testid=template-preview]')?.textContent || '')"
+                           ".startsWith('system: You are')")
     # A field the form checks itself.
     name = page.locator(".register-page input").nth(0)
     name.fill("bad name!")
@@ -196,7 +196,7 @@ def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
     problems = watch(page)
     page.goto(f"{server.endpoint}/ui/#/logs/{DEFAULT_MODEL}")
     log = page.locator("[data-testid=log]")
-    page.wait_for_function("document.querySelector('[data-testid=log]')?.textContent.includes('loaded with')")
+    page.wait_for_function("() => document.querySelector('[data-testid=log]')?.textContent.includes('loaded with')")
     assert str(server.home) not in log.inner_text()
     page.goto(f"{server.endpoint}/ui/#/cluster")
     worker = page.locator(".worker").first
