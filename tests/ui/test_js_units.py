@@ -181,3 +181,30 @@ def test_error_message_reads_both_error_shapes(page: Any) -> None:
                 m.errorMessage({detail: [{msg: 'field required'}]}, 'x'), m.errorMessage(null, 'x')];
     """)
     assert out == ["a", "b", "field required", "x"]
+
+
+def test_register_form_builds_the_registration_json(page: Any) -> None:
+    family = run(page, "pages/register.js", """
+        return m.familyFromForm({type: 'LLM', name: 'mine', description: 'd', langs: 'en, zh', contextLength: '4096',
+            abilities: ['chat'], format: 'ggufv2', size: '0_5', quantizations: 'Q4_K_M, Q8_0', source: 'hub',
+            uri: '', modelId: 'org/mine-gguf', fileTemplate: 'mine-{quantization}.gguf', chatTemplate: '{{ x }}',
+            stop: '<|end|>', dimensions: '', persist: true});
+    """)
+    assert family == {
+        "model_name": "mine", "model_type": "LLM", "model_ability": ["chat"], "model_description": "d",
+        "model_lang": ["en", "zh"], "context_length": 4096, "chat_template": "{{ x }}", "stop": ["<|end|>"],
+        "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_5", "quantizations": ["Q4_K_M", "Q8_0"],
+                         "model_id": "org/mine-gguf", "model_file_name_template": "mine-{quantization}.gguf"}],
+    }
+    # The same JSON is what the server validates: it must parse as a model family.
+    from xinference.model.spec import ModelFamily
+
+    assert ModelFamily.model_validate(family).model_name == "mine"
+
+
+def test_cosine_similarity(page: Any) -> None:
+    values = run(page, "pages/try.js", """
+        return [m.cosine([1, 0], [1, 0]), m.cosine([1, 0], [0, 2]), m.cosine([1, 1], [-1, -1]),
+                m.cosine([0, 0], [1, 1])];
+    """)
+    assert values == [1, 0, -1, 0]

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -198,6 +199,18 @@ def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
     log = page.locator("[data-testid=log]")
     page.wait_for_function("() => document.querySelector('[data-testid=log]')?.textContent.includes('loaded with')")
     assert str(server.home) not in log.inner_text()
+    # Followed live: what the replica writes next appears without a reload.
+    before = httpx.get(f"{server.api}/models/{DEFAULT_MODEL}/logs", timeout=10).json()
+    shown = log.inner_text().count("\n")
+    chat = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
+        "model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+    assert chat.status_code == 200
+    deadline = time.monotonic() + 20
+    while httpx.get(f"{server.api}/models/{DEFAULT_MODEL}/logs", timeout=10).json()["size"] == before["size"]:
+        assert time.monotonic() < deadline, "the replica wrote nothing for a request"
+        time.sleep(0.3)
+    page.wait_for_function(f"() => document.querySelector('[data-testid=log]').textContent.split('\\n').length"
+                           f" > {shown + 1}", timeout=10_000)
     page.goto(f"{server.endpoint}/ui/#/cluster")
     worker = page.locator(".worker").first
     worker.wait_for()
@@ -240,3 +253,33 @@ def test_chat_shows_reasoning_apart_and_renders_markdown(page: Any, server: Loca
     page.locator(".msg.assistant").last.and_(page.locator("[data-done='1']")).wait_for()
     assert page.locator(".msg.user").count() == 1 and page.locator(".msg.assistant").count() == 1
     assert problems.all() == []
+
+
+# Scripted answers stand in for a rerank model (none is installed offline): the page's request and its ranked
+# rendering are under test.
+def test_rerank_try_out_ranks_documents(page: Any, server: LocalServer) -> None:
+    fake_model = {"model_uid": "scripted-reranker", "model_name": "scripted-reranker", "model_type": "rerank",
+                  "model_ability": ["rerank"], "status": "ready", "replicas": [], "replica": 1}
+    sent: list[dict[str, Any]] = []
+
+    def models(route: Any) -> None:
+        route.fulfill(json={"object": "list", "data": [fake_model]})
+
+    def rerank(route: Any) -> None:
+        body = json.loads(route.request.post_data or "{}")
+        sent.append(body)
+        scores = [0.1, 0.9, 0.4][: len(body["documents"])]
+        ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+        route.fulfill(json={"id": "r", "results": [{"index": i, "relevance_score": scores[i]} for i in ranked]})
+
+    page.route("**/v1/models", models)
+    page.route("**/v1/rerank", rerank)
+    page.goto(f"{server.endpoint}/ui/#/try/scripted-reranker")
+    page.get_by_label("Query").fill("What do cats like?")
+    page.get_by_role("button", name="Rank").click()
+    items = page.locator("ol.ranked li")
+    items.first.wait_for()
+    assert sent[0]["model"] == "scripted-reranker" and sent[0]["query"] == "What do cats like?"
+    texts = items.all_inner_texts()
+    assert texts[0].startswith("0.9000") and sent[0]["documents"][1] in texts[0]
+    assert [t.split()[0] for t in texts] == ["0.9000", "0.4000", "0.1000"]

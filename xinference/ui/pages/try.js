@@ -74,7 +74,7 @@ function Rerank({ uid }) {
         <textarea id="docs" rows="5" value=${docs} onInput=${(e) => setDocs(e.target.value)}></textarea></div>
       <div class="actions"><button class="primary" onClick=${run}>Rank</button></div>
       <${ErrorBox} error=${error} />
-      ${result && html`<ol class="ranked">${result.map((r) => html`<li><b>${r.relevance_score.toFixed(4)}</b>
+      ${result && html`<ol class="ranked">${result.map((r) => html`<li><b>${r.relevance_score.toFixed(4)}</b>${" "}
         ${r.text}</li>`)}</ol>`}
     </div>`;
 }
