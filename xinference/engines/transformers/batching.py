@@ -229,7 +229,16 @@ class Scheduler:
                 seq = self._waiting.popleft()
             if seq.sink.cancelled:
                 continue
-            self._prefill(seq)
+            try:
+                self._prefill(seq)
+            except Exception as exc:  # noqa: BLE001 - out of memory on a long prompt, a bad token: its own error
+                error = exc if isinstance(exc, XinferenceError) else EngineError(
+                    f"Transformers failed on this prompt: {type(exc).__name__}: {exc}")
+                if not isinstance(exc, XinferenceError):
+                    logger.warning("prefill of a %d-token prompt failed: %s", len(seq.prompt_ids), error.message)
+                seq.sink.on_error(seq, error)  # the request hears at once instead of waiting forever
+                if seq in self._running:
+                    raise  # it failed while joining the batch: the batch cache may be half changed
 
     def _prefill(self, seq: Sequence) -> None:
         import torch
