@@ -103,13 +103,15 @@ class RouteTable:
         unloaded it; the ticket is held until the response ends (``Ticket.leave``)."""
         gate = self.admission.gate(route.model_uid, route.engine, route.limits, len(route.replicas))
         ticket = await gate.enter()
-        if self.keepalive is not None and self.keepalive.needs_load(route):
-            try:
+        try:
+            if not route.replicas:  # it may have loaded while this request waited its turn
+                route = await self.get(route.model_uid)
+            if self.keepalive is not None and self.keepalive.needs_load(route):
                 route = await self.keepalive.ensure_loaded(route)
-            except BaseException as exc:
-                ticket.fail(exc)
-                ticket.leave()
-                raise
+        except BaseException as exc:
+            ticket.fail(exc)
+            ticket.leave()
+            raise
         return ticket, route
 
     def invalidate(self) -> None:
