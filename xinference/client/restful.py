@@ -287,6 +287,46 @@ class Client:
         result: dict[str, Any] = self._request("POST", f"/v1/engines/{engine}/uninstall", params=params)
         return result
 
+    # -- operations (issue 12) ------------------------------------------------------------------------------
+    def get_model_logs(self, model_uid: str, replica: str | None = None, tail: int = 200,
+                       since: int | None = None) -> dict[str, Any]:
+        """A bounded piece of a replica's log (``lines``, ``offset`` to pass back as ``since`` to follow it)."""
+        params: dict[str, Any] = {"tail": tail}
+        if replica is not None:
+            params["replica"] = replica
+        if since is not None:
+            params["since"] = since
+        result: dict[str, Any] = self._request("GET", f"/v1/models/{model_uid}/logs", params=params)
+        return result
+
+    def unload_model(self, model_uid: str) -> dict[str, Any]:
+        """End a model's processes now; it stays listed as ``unloaded`` and loads again on its next request."""
+        result: dict[str, Any] = self._request("POST", f"/v1/models/{model_uid}/unload")
+        return result
+
+    def load_model(self, model_uid: str) -> dict[str, Any]:
+        """Load an unloaded model again; returns once it serves."""
+        timeout = httpx.Timeout(self._timeout, read=None)
+        result: dict[str, Any] = self._request("POST", f"/v1/models/{model_uid}/load", timeout=timeout)
+        return result
+
+    def get_launch_history(self) -> list[dict[str, Any]]:
+        """Launches that reached ready, newest first, with their request and whether they autostart."""
+        result: list[dict[str, Any]] = self._request("GET", "/v1/launch_history")
+        return result
+
+    def list_devices(self) -> list[dict[str, Any]]:
+        """Every worker's GPUs: index, name, memory total/used and the replicas holding each."""
+        result: list[dict[str, Any]] = self._request("GET", "/v1/cluster/devices")
+        return result
+
+    def get_metrics(self) -> str:
+        """The Prometheus text of ``GET /metrics``."""
+        with self._transport_errors():
+            response = self._http.get("/metrics")
+        _raise_for_status(response)
+        return response.text
+
     @overload
     def chat(
         self, model_uid: str, messages: Sequence[Message], stream: Literal[False] = False, **params: Any

@@ -19,6 +19,7 @@ import click
 
 from xinference import __version__, settings
 from xinference.cli import engines as engines_cli
+from xinference.cli import ops as ops_cli
 from xinference.client import Client, ClientError
 
 __all__ = ["convert_option_value", "format_table", "main", "parse_engine_options"]
@@ -180,6 +181,7 @@ def main() -> None:
 @click.option("--model-path", default=None, help="Absolute path of local weights on the worker (overrides the hub).")
 @click.option("--download-hub", type=click.Choice(["huggingface", "modelscope"]), default=None,
               help="Hub to download from. [default: $XINFERENCE_MODEL_SRC, else huggingface]")
+@click.option("--persist", is_flag=True, default=False, help="Launch it again when the server restarts (autostart).")
 @_connection_options
 @click.pass_context
 def launch(
@@ -195,11 +197,16 @@ def launch(
     n_gpu: Any,
     model_path: str | None,
     download_hub: str | None,
+    persist: bool,
     endpoint: str,
     api_key: str | None,
 ) -> None:
-    """Launch a model and wait until it is ready (a progress bar shows a download); prints its uid."""
+    """Launch a model and wait until it is ready (a progress bar shows a download); prints its uid.
+
+    Platform options ride along the same way: --keep_alive 10m, --max_queued 8, --queue_timeout 30."""
     engine_options = parse_engine_options(ctx.args)
+    if persist:
+        engine_options["autostart"] = True
     for key in engine_options.keys() & _LAUNCH_FIELDS:
         raise click.UsageError(f"--{key} is not an engine option; see `xinference launch --help` for its spelling")
     if model_path is not None:
@@ -409,6 +416,7 @@ def registrations(model_type: str, endpoint: str, api_key: str | None) -> None:
 
 
 engines_cli.attach(main, _connection_options, _client, format_table)
+ops_cli.attach(main, _connection_options, _client, format_table)  # logs, unload, load, devices, launch-history
 
 
 @main.command()
