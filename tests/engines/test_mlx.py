@@ -2,7 +2,7 @@
 real thing on this Linux CPU: ``xinference-local`` starting the model process with the MLX env's Python.
 
 The slow tests need the MLX env (``xinference engine install MLX``) in ``XINFERENCE_ENVS_DIR`` (default
-``~/.cache/xinference/envs``, shared by CI runs); without it they are skipped with that command as the reason. The
+``~/.cache/xinference/envs``, shared by CI runs); a machine without it installs it once (``ensure_engine_env``). The
 in-process checks (stop strings, seeds, batching, cancel) live in ``test_mlx_engine.py``, which needs mlx-lm
 importable: :func:`test_in_process_suite_in_the_env` runs it with the env's Python.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import os
 import signal
 import subprocess
 import time
@@ -22,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import LocalServer, start_local_server
+from tests.conftest import ENGINE_ENVS_DIR, LocalServer, ensure_engine_env, start_local_server
 from tests.machines import linux, mac
 from xinference.core.hardware import HardwareInfo
 from xinference.engines.mlx.config import MLXConfig
@@ -40,7 +39,7 @@ CPU = linux()
 MAC = mac()
 INTEL_MAC = mac(apple_silicon=False)
 WINDOWS = HardwareInfo(os="windows", arch="x86_64", cpu_count=4, ram_total_bytes=1 << 34, ram_free_bytes=1 << 33)
-ENVS_DIR = Path(os.environ.get("XINFERENCE_ENVS_DIR") or "~/.cache/xinference/envs").expanduser()
+ENVS_DIR = ENGINE_ENVS_DIR
 ENV_PYTHON = ENVS_DIR / "mlx" / "bin" / "python"
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]
@@ -206,14 +205,15 @@ def test_stop_string_prefixes_are_held_back() -> None:
 
 
 # -- the real engine, from its env ------------------------------------------------------------------------------
-needs_env = pytest.mark.skipif(not ENV_PYTHON.exists(),
-                               reason=f"no MLX env in {ENVS_DIR} (xinference engine install MLX)")
+@pytest.fixture(scope="module")
+def mlx_env() -> Path:
+    """The MLX env, installed once under ENGINE_ENVS_DIR when missing (a failed install fails the tests)."""
+    return ensure_engine_env("MLX")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # a whole suite: ~2.5 min on 2 busy cores
-@needs_env
-def test_in_process_suite_in_the_env() -> None:
+def test_in_process_suite_in_the_env(mlx_env: Path) -> None:
     """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
     suite = Path(__file__).with_name("test_mlx_engine.py")
     root = Path(__file__).resolve().parents[2]
@@ -224,9 +224,7 @@ def test_in_process_suite_in_the_env() -> None:
 
 
 @pytest.fixture(scope="module")
-def mlx_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    if not ENV_PYTHON.exists():
-        pytest.skip(f"no MLX env in {ENVS_DIR} (xinference engine install MLX)")
+def mlx_server(tmp_path_factory: pytest.TempPathFactory, mlx_env: Path):  # type: ignore[no-untyped-def]
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
     from benchmark._weights import converted_smollm2
