@@ -245,7 +245,11 @@ def check_engine(engine: str, platform: Platform, launch: dict[str, Any], result
             lines = (line for line in response.iter_lines() if line.startswith("data:"))
             for _ in range(10):
                 next(lines)
-            running = metric(server, RUNNING_METRIC[engine])
+            seen = time.monotonic() + 5
+            while (running := metric(server, RUNNING_METRIC[engine])) < 1 and time.monotonic() < seen:
+                time.sleep(0.1)  # the gauge follows the engine's steps a moment later
+            if running < 1:
+                raise AssertionError("the engine's running-request gauge never showed the request")
         closed = time.monotonic()
         while metric(server, RUNNING_METRIC[engine]) > 0:
             if time.monotonic() - closed > 15:

@@ -2,7 +2,8 @@
 from the bundled GGUF) through a real ``xinference-local``, as a user launches it.
 
 One model is launched for the module and used by every request test; terminating it is the last of them. One more
-launch checks that kill -9 of the model process leaves no engine process alive. The env is the one at
+model checks the failures: its vLLM server killed (the worker's health check restarts the replica), then its model
+process killed with -9 (no engine process may survive it). The env is the one at
 ``XINFERENCE_ENVS_DIR`` (default ``/root/.cache/xinference/envs``, shared with CI); without it the tests skip and say
 how to install it.
 """
@@ -99,7 +100,7 @@ def weights() -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[LocalServer]:
     local = start_local_server(tmp_path_factory.mktemp("vllm-home"),
-                               env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "0"})
+                               env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "1"})
     try:
         for name in ("smollm2-vllm", "smollm2-vllm-kill"):
             registered = httpx.post(f"{local.api}/model_registrations/LLM", json={"model": _family(name, weights)},
@@ -241,7 +242,10 @@ def test_client_disconnect_frees_the_request(server: LocalServer, model: str) ->
         lines = response.iter_lines()
         received = sum(1 for _, line in zip(range(6), lines, strict=False) if line.startswith("data:"))
         assert received >= 3
-        assert metric(api_server, "vllm:num_requests_running") == 1
+        seen = time.monotonic() + 5
+        while metric(api_server, "vllm:num_requests_running") < 1:  # the gauge follows the engine's steps
+            assert time.monotonic() < seen, "vLLM's gauge never showed the request"
+            time.sleep(0.1)
     closed = time.monotonic()
     while metric(api_server, "vllm:num_requests_running") > 0:
         assert time.monotonic() - closed < 10, "vLLM kept generating for a client that went away"
@@ -261,12 +265,35 @@ def test_terminate_frees_the_memory(server: LocalServer, model: str) -> None:
     print(f"terminate released {held / 2**30:.2f} GiB held by {len(tree)} vLLM processes")
 
 
-def test_kill_9_of_the_model_process_leaves_no_engine_process(server: LocalServer) -> None:
-    _launch(server, "smollm2-vllm-kill")
+def test_dead_server_restarts_the_replica_then_kill_9_leaves_no_engine_process(server: LocalServer) -> None:
+    """Two failures on one model (the worker restarts a replica once here): the vLLM server dies under a living
+    model process (the worker's health check notices, the replica is stopped, orphans included, and restarted),
+    then the model process itself is killed with -9 (the watchdog stops its engine processes)."""
+    uid = "smollm2-vllm-kill"
+    _launch(server, uid)
     (api_server,) = vllm_servers(server)
-    tree = engine_tree(api_server)
-    model_process = api_server.parent()
+    first_tree = engine_tree(api_server)
+    api_server.send_signal(signal.SIGKILL)  # its engine core and worker are orphaned in its process group
+    _, alive = psutil.wait_procs(first_tree, timeout=60)
+    assert not alive, f"the dead server's engine processes were left running: {alive}"
+    deadline = time.monotonic() + 600
+    while not [p for p in vllm_servers(server) if p.pid != api_server.pid]:
+        assert time.monotonic() < deadline, "the worker did not restart the replica"
+        time.sleep(2)
+    ready = time.monotonic() + 600
+    while True:  # the restarted replica serves again
+        reply = httpx.post(f"{server.api}/chat/completions", timeout=120,
+                           json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 8})
+        if reply.status_code == 200:
+            break
+        assert time.monotonic() < ready, reply.text
+        time.sleep(2)
+    events = httpx.get(f"{server.api}/models/{uid}/events", timeout=30).json()["events"]
+    assert any("exited with code -9" in json.dumps(event) for event in events), events
+    (restarted,) = vllm_servers(server)
+    tree = engine_tree(restarted)
+    model_process = restarted.parent()
     assert model_process is not None and "xoscar" in " ".join(model_process.cmdline())
     model_process.send_signal(signal.SIGKILL)
-    gone, alive = psutil.wait_procs(tree, timeout=30)
+    _, alive = psutil.wait_procs(tree, timeout=30)
     assert not alive, f"engine processes outlived their model process: {alive}"
