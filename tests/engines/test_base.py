@@ -117,23 +117,37 @@ def test_matcher_picks_llama_cpp_for_gguf_and_explains_pytorch() -> None:
 
 
 def test_chunk_stream_gathers_until_not_before_but_wakes_on_finish() -> None:
-    import time
+    """Counted in event-loop turns, not seconds: a busy machine cannot make it pass or fail."""
 
-    async def scenario() -> tuple[list, float, list, bool, float]:
-        loop = asyncio.get_running_loop()
+    def from_thread(action) -> None:  # producers push from engine threads
+        thread = threading.Thread(target=action)
+        thread.start()
+        thread.join()
+
+    async def turns_until(predicate, turns: int = 200) -> bool:
+        for _ in range(turns):
+            if predicate():
+                return True
+            await asyncio.sleep(0)
+        return predicate()
+
+    async def scenario() -> None:
+        import time
+
         stream = ChunkStream()
-        for i in range(5):  # one chunk every 10 ms, from another thread
-            loop.call_later(0.01 * (i + 1), lambda i=i: threading.Thread(target=stream.push, args=({"i": i},)).start())
-        started = time.monotonic()
-        gathered, _ = await stream.next_batch(not_before=started + 0.2)
-        waited = time.monotonic() - started
-        ending = ChunkStream()
-        loop.call_later(0.02, lambda: threading.Thread(target=lambda: (ending.push({"last": 1}), ending.finish()))
-                        .start())
-        started = time.monotonic()
-        last, done = await ending.next_batch(not_before=started + 5.0)  # would hold 5 s, but the stream ends first
-        return gathered, waited, last, done, time.monotonic() - started
+        batch = asyncio.create_task(stream.next_batch(not_before=time.monotonic() + 600))
+        await asyncio.sleep(0)  # the consumer is waiting now
+        from_thread(lambda: stream.push({"i": 0}))
+        assert not await turns_until(batch.done, 50), "next_batch returned before not_before with chunks to gather"
+        from_thread(lambda: [stream.push({"i": i}) for i in range(1, 5)])
+        assert not batch.done()
+        from_thread(stream.finish)  # the end wakes the consumer long before not_before
+        assert await turns_until(batch.done), "the end of the stream did not wake a consumer holding for not_before"
+        gathered, done = batch.result()
+        assert [c["i"] for c in gathered] == [0, 1, 2, 3, 4] and done
 
-    gathered, waited, last, done, ended_in = asyncio.run(scenario())
-    assert [c["i"] for c in gathered] == [0, 1, 2, 3, 4] and 0.15 < waited < 1.0
-    assert last == [{"last": 1}] and done and ended_in < 1.0
+        passed = ChunkStream()  # a not_before already past: what is there comes at once
+        from_thread(lambda: passed.push({"last": 1}))
+        assert await passed.next_batch(not_before=time.monotonic() - 1) == ([{"last": 1}], False)
+
+    asyncio.run(scenario())
