@@ -70,6 +70,11 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         api_view = httpx.get(f"{server.api}/models/ui-hub-chat/progress", timeout=10).json()
         assert api_view["stage"] == "downloading" and 0 < api_view["done_bytes"] < api_view["total_bytes"]
         assert "downloading" in stage.inner_text()
+        [file] = api_view["files"]
+        assert file["name"] == "tiny.Q4_1.gguf" and 0 < file["done_bytes"] < file["total_bytes"]
+        row = page.locator("[data-testid=files] tbody tr")
+        assert row.count() == 1 and row.locator("td").first.inner_text() == "tiny.Q4_1.gguf"
+        assert re.search(r"MiB/s", row.inner_text())
         screenshot(page, "launch-downloading")
         # Another tab (or a reload) sees the same launch on the Running page.
         other = context.new_page()

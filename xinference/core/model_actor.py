@@ -159,6 +159,7 @@ class ModelActor(xo.StatelessActor):
         path = await asyncio.to_thread(
             resolve_model_path, spec, plan.quantization, self._on_download, self._load_cancel,
             download_hub=plan.download_hub, model_path=plan.model_path, model_name=family.model_name,
+            file_progress=self._load_status.update_file,
         )
         engine_config = dict(plan.engine_config)
         if plan.draft is not None:

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from xinference import settings
 from xinference.errors import InvalidRequest, LaunchFailed
-from xinference.model.hub import HUBS, HubDownload, ProgressCallback
+from xinference.model.hub import HUBS, FileProgressCallback, HubDownload, ProgressCallback
 from xinference.model.spec import BundledSource, ModelSpec
 
 __all__ = [
@@ -179,11 +179,13 @@ def resolve_model_path(
     download_hub: str | None = None,
     model_path: str | None = None,
     model_name: str | None = None,
+    file_progress: FileProgressCallback | None = None,
 ) -> str:
     """Local path of the weights for ``spec`` at ``quantization``; LaunchFailed says what is missing.
 
-    Hub weights are downloaded (into the cache) first: ``progress`` gets (bytes done, bytes expected) and setting
-    ``cancel`` stops the download. ``model_name`` is recorded in the cache entry, for ``xinference cached``.
+    Hub weights are downloaded (into the cache) first: ``progress`` gets (bytes done, bytes expected), and
+    ``file_progress`` the same per file; setting ``cancel`` stops the download. ``model_name`` is recorded in the
+    cache entry, for ``xinference cached``.
     """
     if model_path:
         return given_path(model_path, spec, quantization)
@@ -193,7 +195,8 @@ def resolve_model_path(
         path = local_path(spec.model_uri)
         return gguf_in_folder(path, spec, quantization) if spec.model_format == "ggufv2" else path
     hub, repo = choose_hub(spec, download_hub)
-    download = HubDownload(hub, repo, spec.model_revision, progress=progress, cancel=cancel, model_name=model_name)
+    download = HubDownload(hub, repo, spec.model_revision, progress=progress, cancel=cancel, model_name=model_name,
+                           file_progress=file_progress)
     if spec.model_format == "ggufv2":
         assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
         return download.file(spec.model_file_name_template.format(quantization=quantization))

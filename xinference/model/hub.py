@@ -41,6 +41,7 @@ __all__ = [
     "HUBS",
     "META_DIR",
     "HubDownload",
+    "FileProgressCallback",
     "ProgressCallback",
     "hf_endpoint",
     "hub_offline",
@@ -52,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 #: Called with (bytes done, bytes expected; 0 when unknown) as a download advances.
 ProgressCallback = Callable[[int, int], None]
+#: (file name, bytes of it on disk, its size when the hub said): per file, for the launch progress's file list.
+FileProgressCallback = Callable[[str, int, "int | None"], None]
 
 HUBS = ("huggingface", "modelscope")
 META_DIR = ".xinference"
@@ -149,6 +152,7 @@ class HubDownload:
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
         model_name: str | None = None,
+        file_progress: FileProgressCallback | None = None,
     ) -> None:
         if hub not in HUBS:
             raise LaunchFailed(f"unknown download hub {hub!r}; use one of {', '.join(HUBS)}")
@@ -158,6 +162,8 @@ class HubDownload:
         self.folder = settings.cache_dir() / hub / repo_folder(repo_id) / revision_folder(revision)
         self._meta_dir = self.folder / META_DIR
         self._progress = progress
+        self._file_progress = file_progress
+        self._file_size: int | None = None
         self._cancel = cancel
         self._model_name = model_name
         self._done = 0
@@ -342,6 +348,9 @@ class HubDownload:
             if stale != partial:
                 stale.unlink(missing_ok=True)  # an older version of the file: its bytes are useless now
         headers = {**build_hf_headers(), "Accept-Encoding": "identity"}
+        self._file_size = size
+        if self._file_progress is not None:
+            self._file_progress(filename, partial.stat().st_size if partial.exists() else 0, size)
         stalled = 0
         with self._client() as client:
             while True:
@@ -392,6 +401,8 @@ class HubDownload:
                     out.write(chunk)
                     offset += len(chunk)
                     self._report(self._done + offset, self._total)
+                    if self._file_progress is not None:
+                        self._file_progress(filename, offset, self._file_size)
 
     @staticmethod
     def _verify(partial: Path, etag: str, filename: str) -> None:

@@ -106,6 +106,14 @@ export function LaunchProgress({ uid }) {
             ? ` · ${duration(progress.eta_seconds)} left` : ""}
           ${progress.replicas_wanted > 1 ? ` · replica ${progress.replicas_ready + 1} of ${progress.replicas_wanted}` : ""}
         </p>`}
+      ${status === "launching" && (progress.files || []).length > 0 && html`
+        <div class="table-wrap"><table class="files" data-testid="files"><thead><tr><th>file</th><th>done</th>
+          <th>speed</th><th>left</th></tr></thead><tbody>
+          ${progress.files.map((f) => html`<tr><td>${f.name}</td>
+            <td>${bytes(f.done_bytes)}${f.total_bytes ? ` / ${bytes(f.total_bytes)}` : ""}</td>
+            <td>${f.bytes_per_second ? bytes(f.bytes_per_second) + "/s" : "–"}</td>
+            <td>${f.done_bytes === f.total_bytes ? "done" : duration(f.eta_seconds)}</td></tr>`)}
+        </tbody></table></div>`}
       ${failure && html`<${ErrorBox} error=${failure.message} />`}
       <${ErrorBox} error=${cancelError} />
       <ol class="events">
