@@ -31,6 +31,8 @@ def test_create_and_retrieve(client: openai.OpenAI, model_uid: str) -> None:
     assert response.instructions == "You are a helpful assistant."
     again = client.responses.retrieve(response.id)
     assert again.id == response.id and again.output_text == response.output_text
+    items = list(client.responses.input_items.list(response.id))
+    assert len(items) == 1 and items[0].type == "message" and items[0].content[0].text == QUESTION
 
 
 def test_cut_by_max_output_tokens_is_incomplete(client: openai.OpenAI, model_uid: str) -> None:

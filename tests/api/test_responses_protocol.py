@@ -14,6 +14,7 @@ from openai.types.responses import ResponseStreamEvent
 
 from xinference.api.protocol.responses import ResponsesRequest
 from xinference.api.serving.response_store import ResponseStore
+from xinference.api.serving.responses import ResponsesService, input_items
 from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, output_items
 from xinference.errors import EngineError, InvalidRequest, UnsupportedOption
 
@@ -227,3 +228,20 @@ def test_store_bounded_by_size() -> None:
     assert 0 < len(store) < 10 and store.get("r9") is not None and store.get("r0") is None
     store.put({"id": "huge"}, [{"role": "user", "content": "x" * 1000}])
     assert store.get("huge") is None and store.get("r9") is not None
+
+
+def test_input_items_are_kept_with_ids_and_paged() -> None:
+    items = input_items([{"role": "user", "content": "Hi"},
+                         {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                         {"type": "function_call_output", "call_id": "c1", "output": "ok", "id": "mine"}])
+    assert items[0]["type"] == "message" and items[0]["content"] == [{"type": "input_text", "text": "Hi"}]
+    assert items[1]["id"].startswith("fc_") and items[2]["id"] == "mine"
+    assert input_items("Hello")[0]["content"][0] == {"type": "input_text", "text": "Hello"}
+    store = ResponseStore()
+    store.put({"id": "resp_1"}, [], items)
+    service = ResponsesService(generation=None, store=store)  # type: ignore[arg-type]
+    newest_first = service.input_items("resp_1", limit=2)
+    assert [i["id"] for i in newest_first["data"]] == ["mine", items[1]["id"]] and newest_first["has_more"]
+    rest = service.input_items("resp_1", after=newest_first["last_id"])
+    assert [i["id"] for i in rest["data"]] == [items[0]["id"]] and not rest["has_more"]
+    assert service.input_items("resp_1", order="asc")["first_id"] == items[0]["id"]

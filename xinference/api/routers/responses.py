@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from xinference.api.protocol.responses import ResponsesRequest
@@ -32,6 +32,12 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
 @router.get("/v1/responses/{response_id}")
 async def get_response(response_id: str, request: Request) -> dict[str, Any]:
     return _service(request).get(response_id)
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def list_input_items(response_id: str, request: Request, order: Literal["asc", "desc"] = "desc",
+                           limit: int = Query(default=20, ge=1, le=100), after: str | None = None) -> dict[str, Any]:
+    return _service(request).input_items(response_id, order, limit, after)
 
 
 @router.delete("/v1/responses/{response_id}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["ResponseStore", "StoredResponse"]
@@ -25,6 +25,8 @@ class StoredResponse:
     messages: list[dict[str, Any]]
     expires: float
     size: int
+    #: The request's own input items, with ids (``GET /v1/responses/{id}/input_items``).
+    input_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ResponseStore:
@@ -43,12 +45,14 @@ class ResponseStore:
         self._expire()
         return len(self._entries)
 
-    def put(self, response: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-        size = len(json.dumps(response, default=str)) + len(json.dumps(messages, default=str))
+    def put(self, response: dict[str, Any], messages: list[dict[str, Any]],
+            input_items: list[dict[str, Any]] | None = None) -> None:
+        items = input_items or []
+        size = sum(len(json.dumps(part, default=str)) for part in (response, messages, items))
         self.delete(response["id"])
         if size > self.max_bytes:
             return  # larger than the whole store: keeping it would evict everything else
-        self._entries[response["id"]] = StoredResponse(response, messages, self._clock() + self.ttl, size)
+        self._entries[response["id"]] = StoredResponse(response, messages, self._clock() + self.ttl, size, items)
         self._bytes += size
         self._expire()
         while self._entries and (len(self._entries) > self.max_items or self._bytes > self.max_bytes):

@@ -15,11 +15,11 @@ from typing import Any, AsyncIterator
 from xinference.api.protocol.responses import ResponsesRequest, ResponsesTranslation
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.response_store import ResponseStore
-from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, output_items
+from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, new_id, output_items
 from xinference.api.sse import encode_events
 from xinference.errors import EngineError, InvalidRequest, ResponseNotFound, XinferenceError
 
-__all__ = ["ResponsesService"]
+__all__ = ["ResponsesService", "input_items"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,22 @@ class ResponsesService:
         if entry is None:
             raise self._not_found(response_id, "response_id")
         return entry.response
+
+    def input_items(self, response_id: str, order: str = "desc", limit: int = 20,
+                    after: str | None = None) -> dict[str, Any]:
+        """The input items of a stored response, as OpenAI pages them (``order`` asc or desc, ``after`` an id)."""
+        entry = self._store.get(response_id)
+        if entry is None:
+            raise self._not_found(response_id, "response_id")
+        items = list(entry.input_items) if order == "asc" else list(reversed(entry.input_items))
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise InvalidRequest(f"no input item {after[:80]!r} in response {response_id[:80]!r}", param="after")
+            items = items[ids.index(after) + 1:]
+        page = items[:limit]
+        return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None, "has_more": len(items) > len(page)}
 
     def delete(self, response_id: str) -> dict[str, Any]:
         if not self._store.delete(response_id):
@@ -88,7 +104,7 @@ class ResponsesService:
         reply = {k: v for k, v in message.items() if k in ("role", "content", "reasoning_content", "tool_calls")}
         reply.setdefault("role", "assistant")
         reply["content"] = reply.get("content") or ""
-        self._store.put(response, conversation + [reply])
+        self._store.put(response, conversation + [reply], input_items(body.input))
 
     async def _events(self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]],
                       batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
@@ -109,3 +125,22 @@ class ResponsesService:
             except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing event
                 logger.exception("a Responses stream of %s failed", body.model)
                 yield encode_events(stream.fail(EngineError(f"the stream failed: {type(exc).__name__}")))
+
+
+def input_items(raw: str | list[Any]) -> list[dict[str, Any]]:
+    """A request's ``input`` as stored items: a string is one user message; every item gets an id if it has none."""
+    if isinstance(raw, str):
+        return [{"id": new_id("msg"), "type": "message", "role": "user", "status": "completed",
+                 "content": [{"type": "input_text", "text": raw}]}]
+    items = []
+    for item in raw:
+        item = dict(item)
+        if "type" not in item:
+            item["type"] = "message"
+        if item["type"] == "message" and isinstance(item.get("content"), str):
+            kind = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": kind, "text": item["content"]}]
+        item.setdefault("id", new_id({"message": "msg", "function_call": "fc", "reasoning": "rs"}.get(
+            item["type"], "item")))
+        items.append(item)
+    return items
