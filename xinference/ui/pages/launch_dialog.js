@@ -41,6 +41,9 @@ function OptionField({ option, value, onChange }) {
   } else if (option.kind === "integer" || option.kind === "number") {
     input = html`<input id=${id} type="number" step=${option.kind === "integer" ? 1 : "any"} min=${option.min}
       max=${option.max} placeholder=${placeholder} value=${value ?? ""} onInput=${(e) => onChange(e.target.value)} />`;
+  } else if (option.kind === "object" || option.kind === "array") {
+    input = html`<input id=${id} type="text" class="mono" placeholder=${option.kind === "object" ? '{"key": value}' : "[...]"}
+      value=${value ?? ""} onInput=${(e) => onChange(e.target.value)} />`;
   } else {
     input = html`<input id=${id} type="text" placeholder=${placeholder} value=${value ?? ""}
       onInput=${(e) => onChange(e.target.value)} />`;
@@ -54,6 +57,13 @@ function typedValue(option, text) {
   if (option.kind === "boolean") return text === "true";
   if (option.kind === "integer") return parseInt(text, 10);
   if (option.kind === "number") return parseFloat(text);
+  if (option.kind === "object" || option.kind === "array") {
+    try {
+      return JSON.parse(text);
+    } catch (_) {
+      return text; // sent as typed: the server's 400 names the option
+    }
+  }
   return text;
 }
 
