@@ -7,6 +7,7 @@ pure ASGI middleware so streamed responses are not buffered.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from typing import Any, Awaitable, Callable
@@ -30,7 +31,9 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any]
 class ApiKeyMiddleware:
     def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
         self.app = app
-        self.keys = tuple(k.encode() for k in keys)
+        #: SHA-256 of each key: tokens are compared digest to digest, so the time taken depends neither on where a
+        #: token differs from a key nor on its length
+        self.keys = tuple(hashlib.sha256(k.encode()).digest() for k in keys)
         #: ``XINFERENCE_METRICS_PUBLIC=1``: a Prometheus scraper reads ``/metrics`` without a key
         self.public_metrics = settings.metrics_public()
 
@@ -61,6 +64,11 @@ class ApiKeyMiddleware:
                 token = bearer.strip() if scheme.lower() == b"bearer" else None
             elif name == b"x-api-key":
                 token = value.strip()
-            if token and any(hmac.compare_digest(token, key) for key in self.keys):
-                return True
+            if token:
+                digest = hashlib.sha256(token).digest()
+                matched = False
+                for key in self.keys:  # every key, no early exit
+                    matched |= hmac.compare_digest(digest, key)
+                if matched:
+                    return True
         return False
