@@ -78,7 +78,7 @@ def test_parse_engine_options_pairs() -> None:
         (["4096"], "unexpected argument"),
         (["--n_ctx", "1", "2"], "unexpected argument"),
         (["--", "1"], "unexpected argument"),
-        (["--n.ctx", "1"], "not a valid engine option name"),
+        (["--n..ctx", "1"], "not a valid engine option name"),  # dotted names (sampling.top_k) are valid
         (["--n_ctx", "1", "--n-ctx", "2"], "given twice"),
     ],
 )
