@@ -96,8 +96,8 @@ def plan_draft(
     field = "draft_model_path" if path is not None else "enable_mtp"
     if not engine_takes_draft(config_class):
         raise InvalidRequest(
-            f"{engine_name} has no speculative decoding, so {field} cannot be honoured; launch with llama.cpp "
-            "(GGUF) or vLLM, or leave it unset", param=field,
+            f"{engine_name} cannot attach a draft model, so {field} cannot be honoured; launch GGUF weights with "
+            "llama.cpp, use the engine's own speculative options, or leave it unset", param=field,
         )
     if path is not None:
         if not isinstance(path, str) or "\0" in path or not os.path.isabs(path):

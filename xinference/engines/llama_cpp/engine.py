@@ -259,11 +259,12 @@ class LlamaCppEngine(Engine):
         return params
 
     def stats(self) -> dict[str, Any]:
-        """Speculative decoding's counters (drafted and accepted tokens) when the model drafts; else empty."""
+        """Speculative decoding's counters when the model drafts (``spec_draft_tokens``, ``spec_accepted_tokens``,
+        ``spec_acceptance_rate``, ``spec_requests``: requests that drafted) and how it drafts; else empty."""
         resolved = getattr(self, "resolved", None)
         if resolved is None or not resolved.speculative.get("types"):
             return {}
-        return {"speculative": {**resolved.speculative, **self._speculation.snapshot()}}
+        return {**self._speculation.snapshot(), "speculative": resolved.speculative}
 
     async def unload(self) -> None:
         if self._pool is not None:

@@ -94,5 +94,6 @@ class SpeculationCounters:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             rate = self.accepted / self.drafted if self.drafted else None
-            return {"requests": self.requests, "draft_tokens": self.drafted, "accepted_tokens": self.accepted,
-                    "acceptance_rate": rate}
+            # the names vLLM's and SGLang's adapters report too
+            return {"spec_requests": self.requests, "spec_draft_tokens": self.drafted,
+                    "spec_accepted_tokens": self.accepted, "spec_acceptance_rate": rate}
