@@ -206,6 +206,11 @@ def test_enable_mtp_over_http(local_server, smol_path: str, gemma_path: str, tmp
         plain = httpx.post(f"{api}/chat/completions", timeout=300, json={**request, "model": "smollm2-instruct"})
         assert drafted.status_code == plain.status_code == 200
         assert drafted.json()["choices"][0]["message"]["content"] == plain.json()["choices"][0]["message"]["content"]
+        # the acceptance counters reach Prometheus through the engine's stats
+        metrics = httpx.get(f"{local_server.endpoint}/metrics", timeout=30).text
+        drafted_lines = [line for line in metrics.splitlines()
+                         if line.startswith("xinference:engine_spec_draft_tokens") and '"smol-as-1b"' in line]
+        assert drafted_lines and float(drafted_lines[0].rsplit(" ", 1)[1]) > 0, metrics[-2000:]
     finally:
         httpx.delete(f"{api}/models/smol-as-1b", timeout=60)
         for name in ("smol-as-1b", "smol-tiny-target"):
