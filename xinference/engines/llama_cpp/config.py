@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from xinference.engines.llama_cpp.params_tree import flatten_options, load_tree
 from xinference.errors import InvalidRequest
@@ -74,7 +75,8 @@ class LlamaCppConfig(BaseModel):
     #: llama.cpp's own ``common_params`` fields by dotted path, collected from every other launch option
     params: dict[str, Any] = Field(default_factory=dict, description="llama.cpp common_params by dotted path")
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
-    draft: DraftAttachment | None = None
+    #: (left out of the options' JSON schema: the launch form offers those two fields instead)
+    draft: SkipJsonSchema[DraftAttachment | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -143,7 +145,7 @@ class ResolvedLlamaCppConfig(LlamaCppConfig):
     n_threads_batch: int
     n_gpu_layers: int
     #: the draft's local path stays out of the launch result (``speculative`` names the draft instead)
-    draft: DraftAttachment | None = Field(default=None, exclude=True)
+    draft: SkipJsonSchema[DraftAttachment | None] = Field(default=None, exclude=True)
     gpu_offload: str = ""
     speculative: dict[str, Any] = Field(default_factory=dict)
 
