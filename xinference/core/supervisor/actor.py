@@ -102,7 +102,9 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             family = ModelFamily.model_validate(plan.family)
             choice = SpecChoice(family, ModelSpec.model_validate(plan.spec), plan.quantization)
             record = ModelRecord(plan.model_uid, choice, plan.model_engine, replica=0, status="ready",
-                                 engine_kwargs=dict(plan.engine_config))
+                                 engine_kwargs=dict(plan.engine_config),
+                                 sources={"model_path": plan.model_path, "download_hub": plan.download_hub,
+                                          "draft": plan.draft})
             self._models[plan.model_uid] = record
         record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]  # its new address wins
         suffix = plan.replica_uid.rsplit("-", 1)[-1]
