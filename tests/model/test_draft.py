@@ -59,6 +59,8 @@ def test_draft_model_path_overrides_the_catalog(registry: ModelRegistry, tmp_pat
          "must be an absolute path", "draft_model_path"),
         ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "1_7", {"enable_mtp": "sometimes"},
          "enable_mtp must be true or false", "enable_mtp"),
+        ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "1_7", {"draft": {"path": "/x.gguf"}},
+         "draft is set by the platform", "draft"),
     ],
 )
 def test_refusals_name_the_field(registry: ModelRegistry, engine: str, config: type, name: str, fmt: str, size: str,

@@ -88,6 +88,9 @@ def plan_draft(
 
     Raises InvalidRequest (400) naming the field when the draft cannot be honoured; nothing is dropped silently.
     """
+    if "draft" in engine_kwargs:
+        raise InvalidRequest("draft is set by the platform; launch with enable_mtp or draft_model_path instead",
+                             param="draft")
     options = {k: v for k, v in engine_kwargs.items() if k not in DRAFT_LAUNCH_FIELDS}
     enabled = _truthy(engine_kwargs.get("enable_mtp"), "enable_mtp")
     path = engine_kwargs.get("draft_model_path") or None
