@@ -52,8 +52,9 @@ def test_messages_and_count_tokens(local_server: LocalServer, tf_model: str) -> 
     counted = client.messages.count_tokens(model=tf_model, system="You are a helpful assistant.",
                                            messages=conversation)
     assert counted.input_tokens == message.usage.input_tokens
-    forced = client.messages.create(model=tf_model, max_tokens=48, tools=[WEATHER], messages=[
-        {"role": "user", "content": "Weather in Paris?"}], tool_choice={"type": "tool", "name": "get_weather"})
+    forced = client.messages.create(model=tf_model, max_tokens=96, tools=[WEATHER], messages=[
+        {"role": "user", "content": "Weather in Paris?"}], tool_choice={"type": "tool", "name": "get_weather"},
+                                    extra_body={"temperature": 0})
     calls = [block for block in forced.content if block.type == "tool_use"]
     assert forced.stop_reason == "tool_use" and calls and isinstance(calls[0].input.get("city"), str)
 
@@ -64,7 +65,7 @@ def test_responses_stream(local_server: LocalServer, tf_model: str) -> None:
                                  temperature=0, instructions="You are a helpful assistant.") as stream:
         final = stream.get_final_response()
     assert "Paris" in final.output_text
-    called = client.responses.create(model=tf_model, input="Weather in Rome?", max_output_tokens=48,
+    called = client.responses.create(model=tf_model, input="Weather in Rome?", max_output_tokens=96, temperature=0,
                                      tools=[{"type": "function", "name": "get_weather",
                                              "parameters": WEATHER["input_schema"]}], tool_choice="required")
     calls = [item for item in called.output if item.type == "function_call"]

@@ -178,6 +178,8 @@ def test_tool_arguments_that_are_not_an_object_are_an_engine_error() -> None:
     bad = _chat_result({"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "[1"}}]}, "tool_calls")
     with pytest.raises(EngineError):
         message_from_chat(bad, "m")
+    cut = message_from_chat({**bad, "choices": [{**bad["choices"][0], "finish_reason": "length"}]}, "m")
+    assert cut["stop_reason"] == "max_tokens" and cut["content"][0]["input"] == {}
 
 
 def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None,

@@ -43,14 +43,18 @@ def _usage(usage: dict[str, Any] | None) -> dict[str, int]:
             "output_tokens": int(usage.get("completion_tokens") or 0)}
 
 
-def _tool_input(arguments: str | None, name: str) -> dict[str, Any]:
+def _tool_input(arguments: str | None, name: str, truncated: bool) -> dict[str, Any]:
+    """The parsed arguments of a call. A call cut by ``max_tokens`` keeps an empty input (the ``stop_reason``
+    says it was cut); any other unparseable call is the engine breaking its contract."""
     try:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         value = None
-    if not isinstance(value, dict):
-        raise EngineError(f"the model called tool {name!r} with arguments that are not a JSON object")
-    return value
+    if isinstance(value, dict):
+        return value
+    if truncated:
+        return {}
+    raise EngineError(f"the model called tool {name!r} with arguments that are not a JSON object")
 
 
 def message_from_chat(result: dict[str, Any], model: str) -> dict[str, Any]:
@@ -58,6 +62,7 @@ def message_from_chat(result: dict[str, Any], model: str) -> dict[str, Any]:
     choice = (result.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     content: list[dict[str, Any]] = []
+    truncated = choice.get("finish_reason") == "length"
     if message.get("reasoning_content"):
         content.append({"type": "thinking", "thinking": message["reasoning_content"], "signature": ""})
     if message.get("content"):
@@ -66,7 +71,7 @@ def message_from_chat(result: dict[str, Any], model: str) -> dict[str, Any]:
         function = call.get("function") or {}
         name = function.get("name", "")
         content.append({"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
-                        "name": name, "input": _tool_input(function.get("arguments"), name)})
+                        "name": name, "input": _tool_input(function.get("arguments"), name, truncated)})
     reason = stop_reason(choice.get("finish_reason"))
     if reason == "end_turn" and any(b["type"] == "tool_use" for b in content):
         reason = "tool_use"
