@@ -66,6 +66,10 @@ class LifecycleMixin:
         """Start the replicas of an unloaded model again (concurrent calls share one load); returns its info once
         it serves. A model that already serves is returned as it is."""
         record: ModelRecord = self._get(model_uid)  # type: ignore[attr-defined]
+        for _ in range(600):  # an unload in progress (by hand or keep-alive) finishes first, within a minute
+            if record.status != "unloading":
+                break
+            await asyncio.sleep(0.1)
         task = self._reloads().get(model_uid)
         if task is None:
             if record.status in ("ready", "degraded"):
