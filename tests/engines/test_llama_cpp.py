@@ -82,6 +82,24 @@ def test_stream_cancel_frees_the_only_slot(one_slot_engine: LlamaCppEngine) -> N
     assert waited < 100 * per_token, f"the follow-up waited {waited:.1f}s, {waited / per_token:.0f} token-times"
 
 
+def test_cancelled_non_streamed_call_frees_the_only_slot(one_slot_engine: LlamaCppEngine) -> None:
+    """Item 7 of issue 13: cancelling a whole-response call (its client left) stops the generation."""
+    async def scenario() -> tuple[float, float]:
+        long = {"messages": [{"role": "user", "content": "Tell a long story."}], "ignore_eos": True}
+        started = time.monotonic()
+        await one_slot_engine.chat({**long, "max_tokens": 16})
+        per_token = (time.monotonic() - started) / 16
+        call = asyncio.create_task(one_slot_engine.chat({**long, "max_tokens": 400}))
+        await asyncio.sleep(10 * per_token)
+        call.cancel()
+        started = time.monotonic()
+        await one_slot_engine.chat({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+        return per_token, time.monotonic() - started
+
+    per_token, waited = asyncio.run(scenario())
+    assert waited < 100 * per_token, f"the follow-up waited {waited:.1f}s, {waited / per_token:.0f} token-times"
+
+
 def test_prompt_over_context(engine: LlamaCppEngine) -> None:
     with pytest.raises(ContextLengthExceeded, match="2048"):
         asyncio.run(engine.chat({"messages": [{"role": "user", "content": "hello " * 3000}], "max_tokens": 2}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from xinference.api.disconnect import until_disconnect
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.serving.generation import GenerationService
 
@@ -25,14 +26,25 @@ def _respond(result: object) -> Response:
     return StreamingResponse(result, media_type="text/event-stream", headers=_SSE_HEADERS)  # type: ignore[arg-type]
 
 
+#: what a request whose client left is answered (nobody reads it; access logs and metrics show it)
+_CLIENT_GONE = 499
+
+
+async def _create(request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest) -> Response:
+    if body.stream:  # a stream notices the disconnect itself
+        return _respond(await _service(request).create(kind, body))  # type: ignore[arg-type]
+    result, gone = await until_disconnect(request, _service(request).create(kind, body))  # type: ignore[arg-type]
+    return Response(status_code=_CLIENT_GONE) if gone else _respond(result)
+
+
 @router.post("/v1/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
-    return _respond(await _service(request).create("chat", body))
+    return await _create(request, "chat", body)
 
 
 @router.post("/v1/completions")
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
-    return _respond(await _service(request).create("completions", body))
+    return await _create(request, "completions", body)
 
 
 def attach_router(app: FastAPI) -> None:

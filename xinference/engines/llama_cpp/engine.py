@@ -148,6 +148,8 @@ class LlamaCppEngine(Engine):
 
     _server: Any
     _pool: ThreadPoolExecutor | None = None
+    _http: httpx.AsyncClient | None = None
+    _http_loop: asyncio.AbstractEventLoop | None = None
     _speculation: SpeculationCounters
     _api_key: str = ""
     _template: str | None = None  # the chat template, read at the first request of a reasoning family
@@ -267,6 +269,10 @@ class LlamaCppEngine(Engine):
         return {**self._speculation.snapshot(), "speculative": resolved.speculative}
 
     async def unload(self) -> None:
+        if self._http is not None:
+            if self._http_loop is asyncio.get_running_loop():
+                await self._http.aclose()
+            self._http = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -333,14 +339,21 @@ class LlamaCppEngine(Engine):
                                    "json_schema": {"name": "tool_call", "schema": schema, "strict": True}}
         return body, ChatOutputParser.for_request(self.family, request, tool_format=BARE_JSON_CALLS)
 
-    async def _call(self, handler: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A non-streamed request, sent to llama.cpp's own server on its locked loopback port rather than through
+        the in-process handler: when this call is cancelled (the client went away), the connection closes and
+        llama.cpp cancels the task, which the in-process handler cannot do (it runs to ``max_tokens``)."""
+        self._executor()  # ModelUnavailable once unloaded
         loop = asyncio.get_running_loop()
-        with _backend_errors():
-            result = await loop.run_in_executor(self._executor(), handler, body)
-        if not isinstance(result, dict):
-            raise EngineError("llama.cpp returned no response")
-        if "error" in result:
-            raise error_from_llama(result["error"])
+        if self._http is None or self._http_loop is not loop:  # one client per event loop (tests run several)
+            self._http = httpx.AsyncClient(base_url=str(self._server.listening_address), timeout=None,
+                                           headers={"Authorization": f"Bearer {self._api_key}"})
+            self._http_loop = loop
+        try:
+            response = await self._http.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"llama.cpp failed: {type(exc).__name__}: {exc}") from exc
+        result = _llama_json(response)
         result["model"] = self.model_uid
         self._speculation.note(result.pop("timings", None))
         return result
@@ -388,7 +401,7 @@ class LlamaCppEngine(Engine):
 
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
         body, parser = self._chat_body(request, stream=False)
-        result = await self._call(self._server.handle_chat_completions, body)
+        result = await self._call("/v1/chat/completions", body)
         return parser.fix_response(result) if parser is not None else result
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
@@ -415,7 +428,7 @@ class LlamaCppEngine(Engine):
             return await asyncio.get_running_loop().run_in_executor(pool, run)
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self._server.handle_completions, self._body(request, stream=False))
+        return await self._call("/v1/completions", self._body(request, stream=False))
 
     async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
         return self._start(self._server.handle_completions, self._body(request, stream=True))
