@@ -9,9 +9,10 @@ names, environment, match rules); this module owns *how*:
   port, locked with a random API key nobody else knows; its stdout/stderr go to the model's log.
 - **ready**: ``/health`` is polled, with a stage the launch progress shows; a server that exits or never gets
   ready fails the launch with what it printed last.
-- **serve**: chat and completions are proxied; streamed answers are read line by line, each ``data:`` JSON parsed
-  once and pushed into a :class:`ChunkStream`. The server's error bodies become the platform's error classes.
-  A cancelled stream closes its upstream response, which makes the server abort the request.
+- **serve**: chat and completions are proxied; streamed answers are read event by event
+  (:mod:`xinference.engines.managed_sse`), each ``data:`` JSON parsed once and pushed into a :class:`ChunkStream`.
+  The server's error bodies become the platform's error classes. A cancelled stream closes its connection, which
+  makes the server abort the request.
 - **watch**: ``check_health()`` (polled by the worker) raises EngineError when the server died or has not answered
   ``/health`` for :data:`HUNG_AFTER_S`.
 - **stop**: SIGTERM to the whole group, SIGKILL after a bound. A small watchdog process (our Python, no imports
@@ -45,6 +46,7 @@ import httpx
 
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.managed_sse import SSEResponse, open_sse
 from xinference.engines.managed_tools import ForcedToolCall, forced_tool_call
 from xinference.errors import (
     ContextLengthExceeded,
@@ -405,6 +407,7 @@ class ManagedServerEngine(Engine):
     _stats: dict[str, float] = {}
 
     _server: ServerProcess | None = None
+    _port: int = 0
     _client: httpx.AsyncClient | None = None
     _temp_dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -452,7 +455,7 @@ class ManagedServerEngine(Engine):
             if not verdict:
                 raise LaunchFailed(f"{self.name} cannot start on this worker: {verdict.reason}")
         python = self.server_python()
-        port = free_loopback_port()
+        self._port = port = free_loopback_port()
         self.api_key = api_key = secrets.token_urlsafe(24)
         argv = self.server_args(python=python, port=port, api_key=api_key)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.server_env()}
@@ -612,41 +615,44 @@ class ManagedServerEngine(Engine):
         return self._normalize(data)
 
     def _open(self, path: str, body: dict[str, Any]) -> ChunkStream:
-        _, client = self._require()
+        self._require()
         stream = _ProxyStream()
-        stream.task = asyncio.create_task(self._relay(client, path, body, stream))
+        stream.task = asyncio.create_task(self._relay(path, body, stream))
         return stream
 
-    async def _relay(self, client: httpx.AsyncClient, path: str, body: dict[str, Any], stream: ChunkStream) -> None:
-        """Read the server's SSE answer into ``stream``; closing the response (on cancel) aborts the request."""
-        normalize = self._normalize
+    async def _relay(self, path: str, body: dict[str, Any], stream: ChunkStream) -> None:
+        """Read the server's SSE answer into ``stream`` (each event's JSON parsed once); cancelling this task
+        closes the connection, which makes the server abort the request."""
+        normalize, push = self._normalize, stream.push
+        response: SSEResponse | None = None
         try:
-            async with client.stream("POST", path, json=body) as response:
-                if response.status_code >= 400:
-                    stream.finish(error_from_server(self.name, response.status_code, await response.aread()))
+            response = await open_sse("127.0.0.1", self._port, path, {"Authorization": f"Bearer {self.api_key}"},
+                                      json.dumps(body).encode())
+            if response.status >= 400:
+                stream.finish(error_from_server(self.name, response.status, await response.read_body()))
+                return
+            async for payload in response.events():
+                if payload == b"[DONE]":
+                    break
+                chunk = json.loads(payload)
+                if "error" in chunk and "choices" not in chunk:
+                    error = chunk["error"] if isinstance(chunk["error"], dict) else chunk
+                    stream.finish(error_from_server(self.name, int(error.get("code") or 500), json.dumps(error)))
                     return
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    chunk = json.loads(payload)
-                    if "error" in chunk and "choices" not in chunk:
-                        error = chunk["error"] if isinstance(chunk["error"], dict) else chunk
-                        stream.finish(error_from_server(self.name, int(error.get("code") or 500), json.dumps(error)))
-                        return
-                    stream.push(normalize(chunk))
+                push(normalize(chunk))
         except asyncio.CancelledError:
             stream.finish()
             raise
-        except httpx.TransportError as exc:
+        except (OSError, asyncio.IncompleteReadError) as exc:
             stream.finish(ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} stopped answering: "
                                            f"{type(exc).__name__}"))
             return
         except ValueError as exc:
             stream.finish(EngineError(f"{self.name} sent a malformed stream chunk: {exc}"))
             return
+        finally:
+            if response is not None:
+                response.close()
         stream.finish()
 
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
