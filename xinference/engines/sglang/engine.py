@@ -10,7 +10,6 @@ formats; forced tool calls are built on structured output like vLLM's.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
@@ -53,15 +52,6 @@ class SGLangEngine(ManagedServerEngine):
         "requests_running": "sglang:num_running_reqs", "requests_waiting": "sglang:num_queue_reqs",
         "prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total",
     }
-
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        """As every engine's, but on a machine without an NVIDIA driver the reason is that SGLang cannot run here
-        at all, not that it is missing: installing it would not help (``xinference engine list`` shows this)."""
-        verdict = super().check_lib()
-        if not verdict and not os.path.exists("/dev/nvidiactl"):
-            return Verdict.reject(NO_CPU_BUILD)
-        return verdict
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
