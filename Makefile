@@ -9,7 +9,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9997
 MODEL  ?= smollm2-instruct
 
-.PHONY: install dev serve test lint bench clean chromium openblas
+.PHONY: install dev serve test test-fast lint bench clean chromium openblas
 
 install: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
@@ -37,6 +37,12 @@ serve: install
 
 test: dev chromium openblas
 	$(BIN)/python -m pytest
+
+# Unit and API tests without the slow engines: no test that starts its own model processes (slow), loads an
+# engine's weights in-process, runs a cluster or streams thousands of tokens (heavy). The API tests share one
+# server with the bundled GGUF model. No browser needed.
+test-fast: dev
+	$(BIN)/python -m pytest -m "not slow and not heavy" -q
 
 # The web UI's browser tests drive Debian's Chromium (never a browser download); installed once, as root.
 chromium:

@@ -7,6 +7,7 @@ import json
 import time
 
 import httpx
+import pytest
 
 LONG = {"messages": [{"role": "user", "content": "Write a very long story about a dragon."}], "max_tokens": 3000,
         "ignore_eos": True, "stream": True}
@@ -32,6 +33,7 @@ def _seconds(call) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.heavy  # four 3000-token streams
 def test_disconnect_frees_all_slots(endpoint: str, model_uid: str) -> None:
     # Fill every slot (4 by default on CPU) with 3000-token requests, then walk away from all of them. If the
     # engine kept generating, the next request would queue behind ~3000 decoding steps. The bound is in decoding

@@ -171,3 +171,22 @@ def test_unknown_fields_are_still_refused_by_name(local_server, gguf_folder: str
     response = register(local_server.api, "LLM", body)
     assert response.status_code == 400, response.text
     assert needle in response.json()["error"]["message"]
+
+
+def test_launch_by_path_of_a_builtin_family_without_registration(local_server, gguf_folder: str) -> None:
+    """Xinference's launch-by-path: ``model_name`` of a built-in family plus ``model_path`` of local weights."""
+    api = local_server.api
+    launched = httpx.post(f"{api}/models", timeout=180, json={
+        "model_engine": "llama.cpp", "model_name": "smollm2-instruct", "model_uid": "by-path",
+        "model_path": os.path.join(gguf_folder, "tiny-chat.Q4_1.gguf")})
+    assert launched.status_code == 200, launched.text
+    try:
+        reply = httpx.post(f"{api}/chat/completions", timeout=60, json={
+            "model": "by-path", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0, reply.text
+    finally:
+        httpx.delete(f"{api}/models/by-path", timeout=60)
+    missing = httpx.post(f"{api}/models", timeout=60, json={
+        "model_engine": "llama.cpp", "model_name": "smollm2-instruct", "model_uid": "by-path-missing",
+        "model_path": "/no/such/weights.gguf"})
+    assert missing.status_code == 400 and "model_path" in missing.json()["error"]["message"]
