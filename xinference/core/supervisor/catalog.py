@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -37,11 +38,12 @@ class CatalogMixin:
                     local_path(spec.model_uri)
                 except LaunchFailed as exc:
                     raise InvalidRequest(exc.message, param="model_uri") from None
-        self._registry.register(parsed, persist)
+        # persisting writes, fsyncs and renames a file: off the loop that also serves heartbeats and launches
+        await asyncio.to_thread(self._registry.register, parsed, persist)
         logger.info("registered %s model %s (persist=%s)", parsed.model_type, parsed.model_name, persist)
 
     async def unregister_model(self, model_type: str, model_name: str) -> None:
-        self._registry.unregister(model_name, model_type)
+        await asyncio.to_thread(self._registry.unregister, model_name, model_type)
         logger.info("unregistered %s", model_name)
 
     async def list_registrations(self, model_type: str, detailed: bool) -> list[dict[str, Any]]:
