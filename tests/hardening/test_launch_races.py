@@ -168,3 +168,36 @@ async def _plans_at_least(worker: Any, count: int) -> bool:
 
 async def _nothing_launching(supervisor: Any) -> bool:
     return all(m.get("status") != "launching" for m in await supervisor.list_models())
+
+
+class SilentStandInWorker(GatedStandInWorker):
+    """Test double of a worker whose hardware report fails (its probe broke), launches still work."""
+
+    async def hardware(self) -> dict[str, Any]:
+        raise RuntimeError("the hardware probe failed")
+
+
+def test_a_worker_that_cannot_report_its_hardware_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Item 9: a lasting failure (the memory check works from stale numbers) is logged where operators look."""
+    monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
+    hardware = _cpu_box()
+
+    async def main() -> None:
+        pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(2)]
+        try:
+            supervisor = await xo.create_actor(SupervisorActor, address=pools[0].external_address,
+                                               uid=SupervisorActor.default_uid())
+            worker = await xo.create_actor(SilentStandInWorker, hardware, address=pools[1].external_address,
+                                           uid=WorkerActor.default_uid())
+            await supervisor.add_worker(worker.address, hardware)
+            await worker.open_gate()
+            await supervisor.launch_model(SMOL)
+        finally:
+            for pool in pools:
+                await pool.stop()
+
+    with caplog.at_level("DEBUG", logger="xinference.core.supervisor.actor"):
+        asyncio.run(main())
+    reports = [r for r in caplog.records if "did not report fresh hardware" in r.getMessage()]
+    assert reports and all(r.levelname == "WARNING" for r in reports)

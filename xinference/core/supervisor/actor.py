@@ -340,7 +340,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
         try:
             worker.hardware = HardwareInfo.model_validate(await worker.ref.hardware())
         except Exception as exc:  # noqa: BLE001 - a worker that cannot report keeps its last known numbers
-            logger.debug("worker %s did not report fresh hardware (%s)", worker.address, exc)
+            logger.warning("worker %s did not report fresh hardware (%s); the memory check uses its last report",
+                           worker.address, exc)
         mine = [p for p in placements if p.address == worker.address]
         problem = check_fit(
             choice.family, choice.spec, choice.quantization, self._devices_for(self._minus_booked(worker), mine[0]),
