@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, model_validator
 __all__ = ["OpenAIRequest"]
 
 logger = logging.getLogger("xinference.api.protocol")
+#: field names already logged (bounded: clients choose the names, so a client could otherwise grow it forever)
 _reported: set[str] = set()
+_REPORTED_LIMIT = 1024
 
 
 class OpenAIRequest(BaseModel):
@@ -26,7 +28,7 @@ class OpenAIRequest(BaseModel):
             return self
         for name in self.model_extra or {}:
             key = f"{type(self).__name__}.{name}"
-            if key not in _reported:
+            if key not in _reported and len(_reported) < _REPORTED_LIMIT:
                 _reported.add(key)
                 logger.info("ignoring unsupported field %r in %s", name, type(self).__name__)
         return self
