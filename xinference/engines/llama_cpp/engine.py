@@ -129,7 +129,7 @@ def _backend_errors() -> Iterator[None]:
         yield
     except XinferenceError:
         raise
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:  # xllamacpp's word for bad input; a TypeError is a bug on this side (below)
         raise InvalidRequest(f"llama.cpp rejected the request: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - every backend failure becomes an EngineError
         raise EngineError(f"llama.cpp failed: {exc}") from exc
