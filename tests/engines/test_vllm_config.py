@@ -152,3 +152,23 @@ def test_on_a_cpu_vllm_is_a_fallback_after_llama_cpp() -> None:
     pytorch = REGISTRY.choices(SMOLLM2, model_format="pytorch")
     assert choose_engine(None, pytorch, installed).engine == "vLLM"
     assert choose_engine("vLLM", both, installed).engine == "vLLM"
+
+
+def test_enable_mtp_attaches_the_catalog_draft_as_speculative_config() -> None:
+    from xinference.model.draft import DraftAttachment, plan_draft
+
+    registry = ModelRegistry()
+    family = registry.get("qwen3")
+    target = registry.choices(family, "pytorch", 8)[0]
+    options, draft_plan = plan_draft(registry, target, "vLLM", VLLMConfig, {"enable_mtp": True})
+    assert options == {} and draft_plan is not None and draft_plan["model_name"] == "qwen3"
+    assert draft_plan["spec"]["model_size_in_billions"] == "0_6"
+
+    draft = DraftAttachment(path="/weights/qwen3-0.6b", kind="draft", source="catalog", name="qwen3 0.6")
+    args = VLLMConfig(draft=draft).to_cli_args(model_path="/w", served_model_name="m", host="127.0.0.1", port=1)
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    assert spec["model"] == "/weights/qwen3-0.6b" and spec["num_speculative_tokens"] >= 1
+    mine = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    explicit = VLLMConfig(draft=draft, speculative_config=mine).to_cli_args(
+        model_path="/w", served_model_name="m", host="127.0.0.1", port=1)
+    assert json.loads(explicit[explicit.index("--speculative-config") + 1]) == mine  # the user's own wins

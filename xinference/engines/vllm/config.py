@@ -11,10 +11,15 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from xinference.engines.cli_args import option_args
+from xinference.model.draft import DraftAttachment
 
-__all__ = ["VLLMConfig"]
+__all__ = ["DRAFT_TOKENS", "VLLMConfig"]
+
+#: Tokens a draft model proposes per step when the platform attaches one (``enable_mtp``); vLLM's docs use 3-5.
+DRAFT_TOKENS = 4
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -52,6 +57,9 @@ class VLLMConfig(BaseModel):
         default=None, description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
                                   ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}')
     start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
+    #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
+    #: (never by hand). An explicit ``speculative_config`` wins over it.
+    draft: SkipJsonSchema[DraftAttachment | None] = None
 
     @field_validator("speculative_config")
     @classmethod
@@ -93,8 +101,11 @@ class VLLMConfig(BaseModel):
             switches=("enforce_eager", "trust_remote_code", "enable_auto_tool_choice"),
             toggles=("enable_prefix_caching", "enable_chunked_prefill"),
         )
-        if self.speculative_config is not None:
-            args += ["--speculative-config", json.dumps(self.speculative_config, separators=(",", ":"))]
+        speculative = self.speculative_config
+        if speculative is None and self.draft is not None:
+            speculative = {"model": self.draft.path, "num_speculative_tokens": DRAFT_TOKENS}
+        if speculative is not None:
+            args += ["--speculative-config", json.dumps(speculative, separators=(",", ":"))]
         return args
 
     def gpu_count(self) -> int:
