@@ -15,7 +15,6 @@ import re
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +25,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from benchmark._weights import converted_smollm2  # noqa: E402
+from tests.conftest import ENGINE_ENVS_DIR, ensure_engine_env  # noqa: E402
 from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines import envs, managed  # noqa: E402
 from xinference.engines.base import Engine, Verdict  # noqa: E402
@@ -36,12 +36,14 @@ from xinference.model.registry import ModelRegistry  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-ENVS_DIR = os.environ.get("XINFERENCE_ENVS_DIR", "/root/.cache/xinference/envs")
+ENVS_DIR = str(ENGINE_ENVS_DIR)
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "What is the capital of France?"}]
 
-if not (Path(ENVS_DIR) / "vllm" / envs.MANIFEST_NAME).exists():
-    pytest.skip(f"vLLM's env (the stand-in) is not installed under {ENVS_DIR}", allow_module_level=True)
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_env() -> None:
+    """vLLM's env (the stand-in's), installed once when missing; a failed install fails the tests."""
+    ensure_engine_env("vLLM")
 
 
 class SGLangWithVLLMStandingIn(SGLangEngine):
