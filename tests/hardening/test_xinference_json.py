@@ -70,6 +70,7 @@ def register(api: str, kind: str, body: dict[str, Any]) -> httpx.Response:
                       timeout=30)
 
 
+@pytest.mark.slow  # launches a model process
 def test_version_2_llm_registers_launches_and_chats(local_server, gguf_folder: str) -> None:
     api = local_server.api
     response = register(api, "LLM", llm_v2("xinf-v2-chat", gguf_folder))
@@ -120,6 +121,7 @@ def test_version_2_one_spec_per_quantization_become_one_spec(local_server, gguf_
         httpx.delete(f"{local_server.api}/model_registrations/LLM/xinf-v2-quants")
 
 
+@pytest.mark.slow  # launches a model process
 def test_version_2_embedding_and_rerank_register(local_server, minilm_folder: str) -> None:
     api = local_server.api
     embedding = {
@@ -173,6 +175,7 @@ def test_unknown_fields_are_still_refused_by_name(local_server, gguf_folder: str
     assert needle in response.json()["error"]["message"]
 
 
+@pytest.mark.slow  # launches a model process
 def test_launch_by_path_of_a_builtin_family_without_registration(local_server, gguf_folder: str) -> None:
     """Xinference's launch-by-path: ``model_name`` of a built-in family plus ``model_path`` of local weights."""
     api = local_server.api
