@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -175,3 +176,19 @@ def test_metrics_follow_api_keys_unless_public(tmp_path: Path, public: bool) -> 
         assert httpx.get(f"{server.api}/models", timeout=30).status_code == 401  # the rest stays closed
     finally:
         server.stop()
+
+
+def test_dashboard_and_docs_name_only_real_metrics(local_server: LocalServer, metrics_model: str) -> None:
+    """Every metric the Grafana dashboard queries is on the page, and doc/operations.md names each family."""
+    root = Path(__file__).resolve().parents[2]
+    dashboard = json.loads((root / "doc" / "grafana-dashboard.json").read_text())
+    queried = {re.sub(r"_(total|bucket|sum|count)$", "", m) for panel in dashboard["panels"]
+               for target in panel["targets"] for m in re.findall(r"xinference:[a-z][a-z0-9_]*", target["expr"])}
+    text = httpx.get(f"{local_server.endpoint}/metrics", timeout=30).text
+    families = list(text_string_to_metric_families(text))
+    exposed = {f.name for f in families}  # a family is listed (HELP, TYPE) even before its first sample
+    assert len(queried) >= 15 and queried <= exposed, queried - exposed
+    doc = (root / "doc" / "operations.md").read_text()
+    for family in families:
+        if family.name.startswith("xinference:") and not family.name.startswith("xinference:engine_"):
+            assert family.name in doc, family.name

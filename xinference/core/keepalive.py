@@ -135,7 +135,7 @@ class KeepAlive:
             self._loads.pop(uid, None)
 
     # -- idle unload -------------------------------------------------------------------------------------------
-    async def watch(self, interval: float = 0.25) -> None:
+    async def watch(self, interval: float = 0.5) -> None:
         """Check every ``interval`` seconds for models idle longer than their keep-alive (the API's lifetime)."""
         while True:
             await asyncio.sleep(interval)
