@@ -98,6 +98,8 @@ def test_forever_never_unloads_and_zero_unloads_after_the_response(local_server:
         time.sleep(4)
         still = _describe(local_server, forever)
         assert still["status"] == "ready" and still["replicas"][0]["pid"] == info["replicas"][0]["pid"]
+        bad = _chat(local_server, forever, keep_alive="soon")
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "keep_alive"
         # A request's own keep_alive replaces the launch's (Ollama's per-request field).
         assert _chat(local_server, forever, keep_alive="1s").status_code == 200
         _wait_status(local_server, forever, "unloaded", 30)

@@ -55,6 +55,8 @@ class _SamplingRequest(OpenAIRequest):
     repeat_penalty: float | None = Field(default=None, gt=0.0)
     repetition_penalty: float | None = Field(default=None, gt=0.0, description="vLLM's name of repeat_penalty")
     ignore_eos: bool | None = None
+    # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
+    keep_alive: str | int | float | None = None
 
     @field_validator("stop")
     @classmethod

@@ -40,7 +40,7 @@ class GenerationService:
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         params = body.to_engine_params()
-        keep_alive = (body.model_extra or {}).get("keep_alive")
+        keep_alive = body.keep_alive
         if keep_alive is not None and self._routes.keepalive is not None:
             self._routes.keepalive.note_request(body.model, keep_alive)  # Ollama's per-request keep_alive
         if not body.stream:
