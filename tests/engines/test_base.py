@@ -9,7 +9,7 @@ import pytest
 
 from xinference.core.hardware import detect_hardware
 from xinference.engines.base import ChunkStream
-from xinference.engines.llama_cpp.config import DEFAULT_CPU_SLOTS, MAX_DEFAULT_CTX, LlamaCppConfig
+from xinference.engines.llama_cpp.config import ALL_LAYERS, DEFAULT_CPU_SLOTS, MAX_DEFAULT_CTX, LlamaCppConfig
 from xinference.engines.llama_cpp.engine import LlamaCppEngine, error_from_llama
 from xinference.engines.registry import get_engine_class, resolve_engine_name
 from xinference.errors import ContextLengthExceeded, EngineError, EngineRejected, InvalidRequest
@@ -79,7 +79,8 @@ def test_llama_config_defaults_are_sized_to_the_machine() -> None:
     resolved = LlamaCppConfig().resolve(cpu_count=2, context_length=32768, gpu=False)
     assert resolved.n_parallel == DEFAULT_CPU_SLOTS and resolved.n_threads == 2
     assert resolved.n_ctx == MAX_DEFAULT_CTX and resolved.n_gpu_layers == 0
-    assert LlamaCppConfig(n_ctx=1024).resolve(cpu_count=8, context_length=None, gpu=True).n_gpu_layers == -1
+    # on a GPU an unset n_gpu_layers starts from every layer; the engine narrows it to what fits in free VRAM
+    assert LlamaCppConfig(n_ctx=1024).resolve(cpu_count=8, context_length=None, gpu=True).n_gpu_layers == ALL_LAYERS
 
 
 def test_llama_config_rejects_unknown_and_bad_values() -> None:
