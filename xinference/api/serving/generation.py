@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from typing import Any, AsyncIterator, Literal, Union
 
 from xinference.api.errors import error_frame
@@ -76,9 +77,14 @@ class GenerationService:
             ticket.leave()
             raise
         stream_id, batch, done = opened
-        replica.outstanding += 1  # released by _batches when the stream ends
+        replica.outstanding += 1  # given back by _Release when the stream ends, or when its iterator is dropped
         ticket.streamed = True
-        return self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage)
+        release = _Release(self, replica, stream_id, ticket)
+        batches = self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage, release)
+        # An iterator dropped before its first read never runs its ``finally``: the finalizer gives back its
+        # replica slot and admission ticket then, and aborts the request in the engine.
+        weakref.finalize(batches, release, False)
+        return batches
 
     @staticmethod
     def _check_ability(route: Route, kind: Kind) -> None:
@@ -93,7 +99,7 @@ class GenerationService:
 
     async def _batches(
         self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool, ticket: Ticket,
-        wanted_usage: bool,
+        wanted_usage: bool, release: _Release,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         finished = done
         try:
@@ -113,10 +119,7 @@ class GenerationService:
             finished = True  # the stream failed in the model actor, which already dropped it
             raise
         finally:
-            replica.outstanding -= 1
-            ticket.leave()
-            if not finished:
-                self._abort_later(replica, stream_id)
+            release(finished)
 
     async def _relay(self, uid: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
         async with contextlib.aclosing(batches):  # type: ignore[type-var]
@@ -137,3 +140,26 @@ class GenerationService:
         task = asyncio.get_running_loop().create_task(replica.ref.abort(stream_id))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+class _Release:
+    """Gives a stream's replica slot and admission ticket back exactly once (at its end, or when its iterator is
+    dropped unread), and asks the model actor to abort the request when it did not finish."""
+
+    def __init__(self, service: GenerationService, replica: Replica, stream_id: str, ticket: Ticket) -> None:
+        self._service = service
+        self._replica = replica
+        self._stream_id = stream_id
+        self._ticket = ticket
+        self._loop = asyncio.get_running_loop()
+        self._done = False
+
+    def __call__(self, finished: bool) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._replica.outstanding -= 1
+        self._ticket.leave()
+        if not finished and not self._loop.is_closed():
+            # may run from a garbage-collector finalizer: schedule the abort on the loop rather than here
+            self._loop.call_soon_threadsafe(self._service._abort_later, self._replica, self._stream_id)
