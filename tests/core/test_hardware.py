@@ -69,7 +69,7 @@ def test_detect_hardware_on_this_machine() -> None:
         assert info.cpu_count <= len(os.sched_getaffinity(0))
     assert 0 < info.ram_free_bytes <= info.ram_total_bytes
     assert info.is_apple_silicon == (info.os == "darwin" and info.arch == "arm64")
-    assert info.cuda_available == info.has_cuda_gpu == any(gpu.vendor == "nvidia" for gpu in info.gpus)
+    assert info.cuda_available == any(gpu.vendor == "nvidia" for gpu in info.gpus)
     indices = [gpu.index for gpu in info.gpus]
     assert indices == sorted(set(indices))  # a GPU the driver cannot query leaves a gap, nothing else does
     if not HAS_PYNVML and shutil.which("nvidia-smi") is None and not info.is_apple_silicon:
@@ -77,7 +77,7 @@ def test_detect_hardware_on_this_machine() -> None:
         assert not info.cuda_available
     if not info.gpus:
         assert info.summary().endswith("no GPU")
-        assert info.total_gpu_free_bytes == 0
+        assert sum(g.memory_free_bytes for g in info.gpus) == 0
     assert f"{info.os} {info.arch}" in info.summary()
     assert "CPU core" in info.summary()
 
@@ -144,8 +144,8 @@ def test_cuda_available_is_derived_and_checked() -> None:
 
 def test_convenience_properties_and_summary() -> None:
     info = _sample_info()
-    assert info.has_cuda_gpu
-    assert info.total_gpu_free_bytes == (80000 + 1024) * MIB
+    assert info.cuda_available
+    assert sum(g.memory_free_bytes for g in info.gpus) == (80000 + 1024) * MIB
     summary = info.summary()
     assert summary.startswith("linux x86_64, 8 CPU cores, 40.0 GiB RAM free of 64.0 GiB, 2 GPUs: ")
     assert "[0] NVIDIA A100-SXM4-80GB (78.1 GiB free of 80.0 GiB)" in summary
@@ -162,7 +162,7 @@ def test_convenience_properties_and_summary() -> None:
             GpuInfo(index=0, name="Apple M2", vendor="apple", memory_total_bytes=16 * GIB, memory_free_bytes=8 * GIB),
         ),
     )
-    assert not apple.cuda_available and not apple.has_cuda_gpu
+    assert not apple.cuda_available
     assert apple.summary() == (
         "darwin arm64 (Apple silicon), 1 CPU core, 8.0 GiB RAM free of 16.0 GiB, "
         "1 GPU: [0] Apple M2 (8.0 GiB free of 16.0 GiB)"
@@ -310,13 +310,13 @@ def test_detect_hardware_through_fake_nvidia_smi(tmp_path: Path, monkeypatch: py
 
     info = detect_hardware()
 
-    assert info.cuda_available and info.has_cuda_gpu
+    assert info.cuda_available
     assert [(gpu.index, gpu.physical_index, gpu.name) for gpu in info.gpus] == [
         (0, 0, "NVIDIA A100-SXM4-80GB"),
         (1, 1, "NVIDIA GeForce RTX 4090"),
     ]
     assert info.gpus[0].memory_total_bytes == 81920 * MIB
-    assert info.total_gpu_free_bytes == (80000 + 1024) * MIB
+    assert sum(g.memory_free_bytes for g in info.gpus) == (80000 + 1024) * MIB
     assert "2 GPUs" in info.summary()
     assert HardwareInfo.model_validate(json.loads(json.dumps(info.model_dump(mode="json")))) == info
 

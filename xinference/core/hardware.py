@@ -126,16 +126,6 @@ class HardwareInfo(BaseModel):
             raise ValueError(f"GPU indices must be unique, got {indices}")
         return self
 
-    @property
-    def has_cuda_gpu(self) -> bool:
-        """At least one NVIDIA GPU is usable by this worker's processes."""
-        return self.cuda_available
-
-    @property
-    def total_gpu_free_bytes(self) -> int:
-        """Free memory summed over all GPUs (for Apple silicon this is unified RAM, also counted as RAM)."""
-        return sum(gpu.memory_free_bytes for gpu in self.gpus)
-
     def summary(self) -> str:
         """One human-readable line, for logs and the worker listing."""
         platform_part = f"{self.os} {self.arch}" + (" (Apple silicon)" if self.is_apple_silicon else "")

@@ -303,10 +303,6 @@ class ModelActor(xo.StatelessActor):
         entry.stream.cancel()
         return True
 
-    async def describe(self) -> dict[str, Any]:
-        return {"model_uid": self._plan.model_uid, "replica_uid": self._plan.replica_uid, "pid": os.getpid(),
-                "loaded": self._engine is not None, "open_streams": len(self._streams)}
-
     async def _reap_stale_streams(self) -> None:
         while True:
             await asyncio.sleep(STALE_STREAM_SECONDS / 4)

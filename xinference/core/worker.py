@@ -376,9 +376,6 @@ class WorkerActor(xo.StatelessActor):
             raise ModelNotFound(f"replica {replica_uid!r} is not running on this worker")
         await self._discard(replica_uid)
 
-    async def list_replicas(self) -> list[str]:
-        return list(self._replicas)
-
     async def usage(self) -> dict[str, Any]:
         """This machine's CPU and GPU use and each replica's process CPU and RSS (``GET /metrics``)."""
         from xinference.core.resources import machine_usage

@@ -18,7 +18,7 @@ from xinference import settings
 from xinference.errors import InvalidRequest, ModelNotFound
 from xinference.model.hub import HUBS, META_DIR
 
-__all__ = ["entry_ids_for_model", "list_entries", "remove_entry"]
+__all__ = ["list_entries", "remove_entry"]
 
 
 def _size_and_files(folder: Path) -> tuple[int, list[str], int]:
@@ -79,10 +79,6 @@ def list_entries(model_name: str | None = None) -> list[dict[str, Any]]:
     if model_name is not None:
         entries = [e for e in entries if model_name in e["model_names"]]
     return entries
-
-
-def entry_ids_for_model(model_name: str) -> list[str]:
-    return [entry["id"] for entry in list_entries(model_name)]
 
 
 def _entry_folder(entry_id: str) -> Path:
