@@ -19,7 +19,7 @@ from xinference.api.protocol.generation import ChatCompletionRequest, Completion
 from xinference.api.route_cache import Replica, Route, RouteTable, model_call
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.core.admission import Ticket
-from xinference.errors import EngineError, WrongModelType, XinferenceError
+from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
 
 __all__ = ["GenerationService"]
 
@@ -53,6 +53,17 @@ class GenerationService:
         route = await self._routes.get(model)
         self._check_ability(route, kind)
         return route
+
+    async def check_images(self, model: str, image_param: str | None) -> None:
+        """Refuse (400, naming the block at ``image_param``) images sent to a model without the vision ability;
+        shared by the APIs whose requests can carry images (Messages, Responses)."""
+        if image_param is None:
+            return
+        route = await self.route(model, "chat")
+        if "vision" not in route.model_ability:
+            raise InvalidRequest(
+                f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
+                "text only, or use a model with the vision ability", param=image_param)
 
     async def complete(self, kind: Kind, model: str, params: dict[str, Any]) -> dict[str, Any]:
         """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this."""

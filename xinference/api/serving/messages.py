@@ -13,12 +13,12 @@ import logging
 from typing import Any, AsyncIterator
 
 from xinference.api.errors import anthropic_error_event
-from xinference.api.protocol.anthropic import ChatTranslation, CountTokensRequest, MessagesRequest
+from xinference.api.protocol.anthropic import CountTokensRequest, MessagesRequest
 from xinference.api.route_cache import RouteTable
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.messages_stream import MessageStream, message_from_chat
 from xinference.api.sse import encode_events
-from xinference.errors import EngineError, InvalidRequest, XinferenceError
+from xinference.errors import EngineError, XinferenceError
 
 __all__ = ["MessagesService"]
 
@@ -35,7 +35,7 @@ class MessagesService:
     async def create(self, body: MessagesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
         """A ``message`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         chat = body.to_chat()
-        await self._check_images(body.model, chat)
+        await self._generation.check_images(body.model, chat.image_param)
         if not body.stream:
             result = await self._generation.complete("chat", body.model, chat.params)
             return message_from_chat(result, body.model)
@@ -45,19 +45,10 @@ class MessagesService:
     async def count_tokens(self, body: CountTokensRequest) -> dict[str, Any]:
         """``{"input_tokens": N}``: the prompt as the model's own chat template renders it, tools included."""
         chat = body.to_chat()
-        await self._check_images(body.model, chat)
+        await self._generation.check_images(body.model, chat.image_param)
         route = await self._generation.route(body.model, "chat")
         count, _ = await self._routes.call(route, lambda r: r.ref.count_tokens(chat.params))
         return {"input_tokens": int(count)}
-
-    async def _check_images(self, model: str, chat: ChatTranslation) -> None:
-        if chat.image_param is None:
-            return
-        route = await self._generation.route(model, "chat")
-        if "vision" not in route.model_ability:
-            raise InvalidRequest(
-                f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
-                "text only, or use a model with the vision ability", param=chat.image_param)
 
     async def _events(self, model: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
         stream = MessageStream(model)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from typing import Any, AsyncIterator
 
-from xinference.api.protocol.responses import ResponsesRequest, ResponsesTranslation
+from xinference.api.protocol.responses import ResponsesRequest
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.response_store import ResponseStore
 from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, new_id, output_items
@@ -35,7 +35,7 @@ class ResponsesService:
         """A ``response`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         history = self._history(body.previous_response_id)
         chat = body.to_chat(history)
-        await self._check_images(body.model, chat)
+        await self._generation.check_images(body.model, chat.image_param)
         shape = ResponseShape(body.model, body.model_dump(exclude_none=True))
         conversation = history + chat.added
         if not body.stream:
@@ -87,15 +87,6 @@ class ResponsesService:
         if entry is None:
             raise self._not_found(previous, "previous_response_id")
         return list(entry.messages)
-
-    async def _check_images(self, model: str, chat: ResponsesTranslation) -> None:
-        if chat.image_param is None:
-            return
-        route = await self._generation.route(model, "chat")
-        if "vision" not in route.model_ability:
-            raise InvalidRequest(
-                f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
-                "text only, or use a model with the vision ability", param=chat.image_param)
 
     def _keep(self, body: ResponsesRequest, response: dict[str, Any], conversation: list[dict[str, Any]],
               message: dict[str, Any]) -> None:
