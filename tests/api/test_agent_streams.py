@@ -27,8 +27,8 @@ class ScriptedGeneration:
         self.error = error
         self.closed = False
 
-    async def route(self, model: str, kind: str) -> Any:
-        raise AssertionError("no image in these requests: the route is not needed")
+    async def check_images(self, model: str, image_param: str | None) -> None:
+        assert image_param is None, "no image in these requests"
 
     async def open(self, kind: str, model: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
         assert params["stream"] and params["stream_options"] == {"include_usage": True}
