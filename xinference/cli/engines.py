@@ -65,7 +65,7 @@ def attach(main: click.Group, connection_options: Callable[[Any], Any], client_f
             return
         with client_factory(endpoint, api_key) as client:
             report = client.install_engine(name, worker_ip=worker_ip, force=force)
-            seen: dict[str, str] = {}
+            seen: dict[str, int] = {}
             while True:
                 for status in report["workers"]:
                     _echo_progress(status, seen)
@@ -116,14 +116,14 @@ def _matrix_rows(table: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def _echo_progress(status: dict[str, Any], seen: dict[str, str]) -> None:
-    """Print a worker's install stage when it changes (one line per stage, not per pip line)."""
-    progress = status.get("progress") or {}
-    line = f"{status['worker']}: [{progress.get('stage', '?')}] {progress.get('message', '')}".rstrip()
-    key = f"{status['worker']}:{progress.get('stage')}"
-    if seen.get(status["worker"]) != key:
-        seen[status["worker"]] = key
-        click.echo(line[:200])
+def _echo_progress(status: dict[str, Any], seen: dict[str, int]) -> None:
+    """Print each install stage a worker went through once (one line per stage, not per pip line), including
+    stages that began and ended between two polls; ``seen`` counts the stages printed per worker."""
+    stages = status.get("stages") or []
+    worker = status["worker"]
+    for entry in stages[seen.get(worker, 0):]:
+        click.echo(f"{worker}: [{entry['stage']}] {entry['message']}".rstrip()[:200])
+    seen[worker] = len(stages)
 
 
 def _install_here(name: str, force: bool) -> None:

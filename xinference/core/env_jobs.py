@@ -29,7 +29,16 @@ class _Job:
     task: asyncio.Task[None] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     progress: dict[str, Any] = field(default_factory=dict)
+    #: every stage the install went through, in order, each with its first message: a client polling every
+    #: second still shows a stage that lasted less than that (a cached resolve takes milliseconds).
+    stages: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
+
+    def record(self, progress: dict[str, Any]) -> None:
+        self.progress = progress  # one reference store: readers never see a half-built dict
+        stage = str(progress.get("stage", ""))
+        if not self.stages or self.stages[-1]["stage"] != stage:
+            self.stages = [*self.stages, {"stage": stage, "message": str(progress.get("message", ""))}]
 
     @property
     def running(self) -> bool:
@@ -66,13 +75,14 @@ class EnvJobs:
         job = self._jobs.get(name)
         if job is not None and job.running:
             return self.status(name)
-        job = self._jobs[name] = _Job(name, progress={"engine": name, "stage": "queued", "fraction": 0.0})
+        job = self._jobs[name] = _Job(name)
+        job.record({"engine": name, "stage": "queued", "fraction": 0.0})
         job.task = asyncio.get_running_loop().create_task(self._run(job, recipe, force))
         return self.status(name)
 
     async def _run(self, job: _Job, recipe: envs.EnvRecipe, force: bool) -> None:
         def on_progress(progress: envs.InstallProgress) -> None:
-            job.progress = progress.to_dict()  # one reference store: readers never see a half-built dict
+            job.record(progress.to_dict())
 
         try:
             await asyncio.to_thread(envs.install, job.engine, recipe, on_progress, job.cancel, force)
@@ -94,6 +104,7 @@ class EnvJobs:
             "installing": bool(job and job.running),
             "error": job.error if job else None,
             "progress": dict(job.progress) if job else None,
+            "stages": list(job.stages) if job else [],
             "packages": _headline_packages(found),
             "check": get_engine_class(name).check_lib().reason,
         }
