@@ -19,10 +19,10 @@ llama.cpp is faster than both. On a Mac, models with an mlx spec but no GGUF one
 it (``-en MLX``) for pytorch weights when Transformers is installed too.
 
 Requests are handled the same way as by the Transformers engine, with its code: the fields are validated into
-sampling parameters, a grammar and a number of choices by :mod:`xinference.engines.transformers.requests`
+sampling parameters, a grammar and a number of choices by :mod:`xinference.engines.continuous.requests`
 (``response_format`` json_object/json_schema and forced tool calls become a grammar,
 :mod:`xinference.engines.grammar`), and responses and chunks are shaped by
-:mod:`xinference.engines.transformers.outputs`, with tool calls and reasoning parsed out by
+:mod:`xinference.engines.continuous.outputs`, with tool calls and reasoning parsed out by
 :mod:`xinference.model.parsers`. What differs is below that: the chat template is rendered in the project's sandbox
 (:mod:`xinference.model.chat_template`: the family JSON's, else the tokenizer's; tools described in a system
 message when the template ignores them), tokens come from :mod:`.scheduler` (continuous batching with mlx-lm's batch
@@ -48,7 +48,7 @@ from xinference.engines.mlx.config import MLXConfig, ResolvedMLXConfig
 from xinference.engines.mlx.runtime import find_openblas, load_model, preload_openblas
 from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
 from xinference.engines.mlx.scheduler import Scheduler, Sequence
-from xinference.engines.transformers.outputs import (
+from xinference.engines.continuous.outputs import (
     CollectSink,
     StreamGroup,
     StreamSink,
@@ -56,7 +56,7 @@ from xinference.engines.transformers.outputs import (
     completion_logprobs,
     usage,
 )
-from xinference.engines.transformers.requests import MAX_CHOICES, RequestPlan, sampling_params, template_kwargs
+from xinference.engines.continuous.requests import MAX_CHOICES, RequestPlan, sampling_params, template_kwargs
 from xinference.errors import (
     ContextLengthExceeded,
     InvalidRequest,

@@ -1,5 +1,5 @@
 """How each token of a request is picked on MLX: the request's :class:`SamplingParams` (built and validated by the
-same code as the Transformers engine's, :mod:`xinference.engines.transformers.requests`) turned into mlx-lm
+same code as the Transformers engine's, :mod:`xinference.engines.continuous.requests`) turned into mlx-lm
 samplers and logits processors.
 
 A sampler is called with a row of log-probabilities and returns the chosen token; logits processors edit the

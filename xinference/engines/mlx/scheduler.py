@@ -14,7 +14,7 @@ Either way each token goes through :meth:`Scheduler._accept`: stop tokens, stop 
 is sent, the text that could begin one is held back), ``max_tokens``, a grammar that is complete, and incomplete
 UTF-8 held until its next bytes; its log-probability is recorded when the request asked. Output goes to the
 request's :class:`Sink`, called on this thread (it must only hand data over): the Transformers engine's sinks
-(:mod:`xinference.engines.transformers.outputs`) read ``params``, ``generated`` and ``token_logprobs`` only.
+(:mod:`xinference.engines.continuous.outputs`) read ``params``, ``generated`` and ``token_logprobs`` only.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from xinference.engines.grammar import Constraint, GrammarTokenizer
 from xinference.engines.libcheck import check_library
 from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
-from xinference.engines.transformers.outputs import (
+from xinference.engines.continuous.outputs import (
     CollectSink,
     StreamGroup,
     StreamSink,
@@ -32,7 +32,7 @@ from xinference.engines.transformers.outputs import (
     completion_logprobs,
     usage,
 )
-from xinference.engines.transformers.requests import RequestPlan, sampling_params, template_kwargs
+from xinference.engines.continuous.requests import RequestPlan, sampling_params, template_kwargs
 from xinference.errors import (
     ContextLengthExceeded,
     InvalidRequest,
