@@ -37,6 +37,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--flash-attn", choices=sorted(FLASH_ATTN), default="auto")
     parser.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false")
     parser.add_argument("--n-gpu-layers", type=int, default=0)
+    # left unset: llama.cpp's own defaults (benchmark.llama_defaults sweeps them)
+    parser.add_argument("--n-batch", type=int, default=None)
+    parser.add_argument("--n-ubatch", type=int, default=None)
+    parser.add_argument("--cache-reuse", type=int, default=None, help="llama.cpp's n_cache_reuse (chunk size)")
+    parser.add_argument("--cache-ram", type=int, default=None, help="llama.cpp's cache_ram_mib (0: off)")
     parser.add_argument("--log", default=None, help="where llama.cpp's output goes (default: discarded)")
     return parser.parse_args(argv)
 
@@ -53,6 +58,10 @@ def build_params(xllamacpp: Any, args: argparse.Namespace) -> Any:
     params.n_gpu_layers = args.n_gpu_layers
     params.cache_prompt = args.cache_prompt
     params.flash_attn_type = FLASH_ATTN[args.flash_attn]
+    for field, value in (("n_batch", args.n_batch), ("n_ubatch", args.n_ubatch),
+                         ("n_cache_reuse", args.cache_reuse), ("cache_ram_mib", args.cache_ram)):
+        if value is not None:
+            setattr(params, field, value)
     params.hostnames = ["127.0.0.1"]
     params.port = 0
     params.endpoint_metrics = False
