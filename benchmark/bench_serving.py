@@ -109,9 +109,18 @@ def arrival_offsets(num_requests: int, request_rate: float, seed: int) -> list[f
 
 
 def build_body(
-    endpoint: str, model: str, prompt: str, max_tokens: int, ignore_eos: bool
+    endpoint: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    ignore_eos: bool,
+    extra_body: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """JSON body of one greedy, streamed request that asks for a usage chunk."""
+    """JSON body of one greedy, streamed request that asks for a usage chunk.
+
+    ``extra_body`` adds fields a server needs in place of ones it lacks (e.g. a
+    ``logit_bias`` that bans EOS where ``ignore_eos`` is not understood).
+    """
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
@@ -125,6 +134,7 @@ def build_body(
         body["prompt"] = prompt
     if ignore_eos:
         body["ignore_eos"] = True
+    body.update(extra_body or {})
     return body
 
 
@@ -241,6 +251,7 @@ async def run_benchmark(
     api_key: str | None = None,
     arrival_seed: int = 0,
     timeout: float = 300.0,
+    extra_body: dict[str, Any] | None = None,
 ) -> tuple[list[RequestResult], float]:
     """Send one request per prompt with at most ``concurrency`` in flight.
 
@@ -271,7 +282,9 @@ async def run_benchmark(
         async def release(prompt: str, offset: float) -> RequestResult:
             await asyncio.sleep(max(0.0, started + offset - time.perf_counter()))
             async with slots:
-                body = build_body(endpoint, model, prompt, max_tokens, ignore_eos)
+                body = build_body(
+                    endpoint, model, prompt, max_tokens, ignore_eos, extra_body
+                )
                 return await send_request(client, url, body, endpoint)
 
         results = await asyncio.gather(*map(release, prompts, offsets))

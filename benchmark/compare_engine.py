@@ -36,6 +36,7 @@ import psutil
 
 from benchmark import _proc
 from benchmark.bench_serving import build_prompts, parse_concurrency, run_benchmark
+from benchmark.profile_stacks import hot_spots
 from benchmark.stats import RequestResult, summarize
 
 SIDES: tuple[str, str] = ("raw", "ours")
@@ -229,7 +230,7 @@ def format_comparison(levels: Sequence[dict[str, Any]]) -> str:
     """Fixed-width table of the headline figures, one row per concurrency level."""
     header = (
         f"{'c':>3} {'raw tok/s':>10} {'ours tok/s':>11} {'ratio':>7} {'TTFT50 raw':>11} {'+ms':>8} "
-        f"{'TPOT50 raw':>11} {'ratio':>7} {'round ratios':>20}"
+        f"{'TPOT50 raw':>11} {'ratio':>7} {'ITL50 raw/ours':>15} {'ITL99 raw/ours':>15} {'round ratios':>20}"
     )
     lines = [header, "-" * len(header)]
     for level in levels:
@@ -240,9 +241,15 @@ def format_comparison(levels: Sequence[dict[str, Any]]) -> str:
             f" {_fmt(ours['output_throughput'], 1):>11}"
             f" {_fmt(cmp['output_throughput_ratio'], 3):>7} {_fmt(raw['ttft_ms_p50'], 1):>11}"
             f" {_fmt(cmp['ttft_p50_added_ms'], 2, sign=True):>8} {_fmt(raw['tpot_ms_p50'], 2):>11}"
-            f" {_fmt(cmp['tpot_p50_ratio'], 3):>7} {spread:>20}"
+            f" {_fmt(cmp['tpot_p50_ratio'], 3):>7} {_pair(raw, ours, 'itl_ms_p50'):>15}"
+            f" {_pair(raw, ours, 'itl_ms_p99'):>15} {spread:>20}"
         )
     return "\n".join(lines)
+
+
+def _pair(raw: dict[str, Any], ours: dict[str, Any], key: str) -> str:
+    """``raw/ours`` of one millisecond figure, e.g. ITL p50 side by side."""
+    return f"{_fmt(raw.get(key), 1)}/{_fmt(ours.get(key), 1)}"
 
 
 def _fmt(value: float | None, digits: int, sign: bool = False) -> str:
@@ -261,6 +268,7 @@ class Target:
     model: str
     processes: dict[str, list[psutil.Process]]
     cpu: dict[str, Callable[[], float]] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # fields this server needs in every request
 
 
 def _cpu_by_group(target: Target) -> dict[str, float]:
@@ -275,7 +283,14 @@ def measure(target: Target, step: Step, config: CompareConfig, watch: _proc.Load
     before = _cpu_by_group(target)
     results, wall = asyncio.run(
         run_benchmark(
-            target.api, target.model, config.endpoint, prompts, step.concurrency, config.max_tokens, ignore_eos=True
+            target.api,
+            target.model,
+            config.endpoint,
+            prompts,
+            step.concurrency,
+            config.max_tokens,
+            ignore_eos=True,
+            extra_body=target.extra_body,
         )
     )
     after = _cpu_by_group(target)
@@ -297,6 +312,7 @@ def warm_up(target: Target, config: CompareConfig) -> None:
             max(config.concurrency),
             config.max_tokens,
             ignore_eos=True,
+            extra_body=target.extra_body,
         )
     )
     failed = [r for r in results if not r.ok]
@@ -436,51 +452,6 @@ def _profile_ours(target: Target, config: CompareConfig, out_dir: Path, patience
     return profile
 
 
-def hot_spots(collapsed: str, rate_hz: float, tokens: int, top: int = 8) -> dict[str, Any]:
-    """Busy time from py-spy's collapsed stacks (``frame;frame;... count``): total, self-time and inclusive tops.
-
-    Frames are ``function (file:line)``; a function is counted once per stack for the inclusive figure. Times are
-    per generated token, in microseconds, so they compare directly with the per-token budget.
-    """
-    self_counts: dict[str, int] = {}
-    incl_counts: dict[str, int] = {}
-    total = 0
-    for line in collapsed.splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = [_frame_name(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
-        total += count
-        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
-        for name in set(frames):
-            incl_counts[name] = incl_counts.get(name, 0) + count
-
-    def per_token_us(samples: int) -> float | None:
-        return samples / rate_hz * 1e6 / tokens if tokens else None
-
-    def ranked(counts: dict[str, int]) -> list[dict[str, Any]]:
-        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
-        return [{"function": name, "share": n / total, "us_per_token": per_token_us(n)} for name, n in best]
-
-    return {
-        "busy_samples": total,
-        "busy_us_per_token": per_token_us(total),
-        "self": ranked(self_counts) if total else [],
-        "inclusive": ranked(incl_counts) if total else [],
-    }
-
-
-def _frame_name(frame: str) -> str:
-    """``function (path/to/file.py:12)`` → ``function (file.py)``: lines differ per sample, files matter."""
-    name, _, where = frame.partition(" (")
-    file = where.rstrip(")").rsplit(":", 1)[0]
-    short = "/".join(Path(file).parts[-2:]) if file else ""
-    return f"{name} ({short})" if short else name
-
-
 # -- orchestration ---------------------------------------------------------------------------------------------
 def run_compare(config: CompareConfig, workdir: Path | None = None, log: Any = print) -> dict[str, Any]:
     """Start both servers, warm both up, run the A/B schedule, stop both; returns the JSON-able result."""
@@ -522,22 +493,44 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
                 },
             ),
         }
-        for side in SIDES:
-            log(f"warming up {side} ...")
-            warm_up(targets[side], config)
-        watch = _proc.LoadWatch(lambda: [*raw.tree(), *platform.tree()])
-        records: list[RunRecord] = []
-        for pair in pairs(ab_schedule(config.rounds, config.concurrency)):
-            records.extend(_measure_pair(pair, targets, config, watch, patience, log))
+        records = run_schedule(targets, config, lambda: [*raw.tree(), *platform.tree()], patience, log)
         profile = _profile_ours(targets["ours"], config, workdir, patience) if config.profile else None
+    return {
+        **ab_result(config, records),
+        "engine_settings": settings.as_dict(),
+        "parity_mismatches": _proc.parity_mismatches(settings, resolved),
+        "profile": profile,
+    }
+
+
+def run_schedule(
+    targets: dict[str, Target],
+    config: CompareConfig,
+    own: Callable[[], Sequence[psutil.Process]],
+    patience: _proc.Patience,
+    log: Any,
+) -> list[RunRecord]:
+    """Warm both sides up, then measure the A/B schedule pair by pair; ``own`` lists every process of both sides.
+
+    Engine-agnostic: the vLLM and MLX comparisons call it with their own targets.
+    """
+    for side in SIDES:
+        log(f"warming up {side} ...")
+        warm_up(targets[side], config)
+    watch = _proc.LoadWatch(own)
+    records: list[RunRecord] = []
+    for pair in pairs(ab_schedule(config.rounds, config.concurrency)):
+        records.extend(_measure_pair(pair, targets, config, watch, patience, log))
+    return records
+
+
+def ab_result(config: CompareConfig, records: Sequence[RunRecord]) -> dict[str, Any]:
+    """The JSON-able part of a comparison every engine shares: config, levels, problems, each run's figures."""
     levels = summarize_comparison(records, config.concurrency)
     return {
         "config": {**asdict(config), "concurrency": list(config.concurrency)},
-        "engine_settings": settings.as_dict(),
-        "parity_mismatches": _proc.parity_mismatches(settings, resolved),
         "problems": _check_lengths(records, config.max_tokens),
         "levels": levels,
-        "profile": profile,
         "runs": [run_line(record) for record in records],
         "prompt_tokens_equal": all(
             level["raw"]["total_prompt_tokens"] == level["ours"]["total_prompt_tokens"] for level in levels
