@@ -3,6 +3,10 @@
 Requests look routes up here and call the model actor directly (one actor hop). The table is rebuilt from the
 supervisor when a uid is missing or when the supervisor's table ``version`` moves (watched in the background), so
 the supervisor is never on the per-request path. A replica is chosen by fewest outstanding requests.
+
+Refreshes are single-flight: requests that find their route stale or missing while a refresh is under way wait for
+that one instead of each asking the supervisor (a burst of requests for a just-launched model, or for a model that
+does not exist, would otherwise send one ``get_routes`` call each).
 """
 
 from __future__ import annotations
@@ -72,8 +76,13 @@ class RouteTable:
         self._supervisor = supervisor
         self._routes: dict[str, Route] = {}
         self._version = -1
-        self._lock = asyncio.Lock()
         self._stale = True
+        #: the refresh under way (shared by every caller that needs one meanwhile) and how many have begun
+        self._inflight: asyncio.Future[None] | None = None
+        self._begun = 0
+        self._inflight_number = 0
+        #: bumped by ``invalidate``: a refresh that began before an invalidation does not clear ``_stale``
+        self._invalidations = 0
         #: replica address → until when it is skipped: found unreachable, not yet dropped by the supervisor.
         self._suspect: dict[str, float] = {}
         #: per-model limits on running and waiting requests; keep-alive (set by the app) reloads unloaded models
@@ -87,8 +96,14 @@ class RouteTable:
     async def get(self, model_uid: str) -> Route:
         route = self._routes.get(model_uid)
         if route is None or self._stale or not route.replicas:
-            await self.refresh()
+            looked = self._begun
+            joined = await self.refresh()
             route = self._routes.get(model_uid)
+            if route is None and joined <= looked:
+                # The refresh joined began before this lookup, so it may predate the model's launch: ask once more
+                # (still shared with every other caller in the same position).
+                await self.refresh()
+                route = self._routes.get(model_uid)
         if route is None:
             raise ModelNotFound(f"model {model_uid!r} is not running; GET /v1/models lists the running models",
                                 param="model")
@@ -116,32 +131,46 @@ class RouteTable:
 
     def invalidate(self) -> None:
         self._stale = True
+        self._invalidations += 1
 
     def in_flight(self, model_uid: str) -> int:
         """Requests this API process has open on ``model_uid``'s replicas now (0 when none or not routed yet)."""
         route = self._routes.get(model_uid)
         return sum(r.outstanding for r in route.replicas) if route is not None else 0
 
-    async def refresh(self) -> None:
-        async with self._lock:
-            version, routes = await self._supervisor.get_routes()
-            old = {r.address: r for route in self._routes.values() for r in route.replicas}
-            fresh: dict[str, Route] = {}
-            now = time.monotonic()
-            self._suspect = {a: t for a, t in self._suspect.items() if t > now}
-            for uid, info in routes.items():
-                replicas = []
-                addresses = [a for a in info["replicas"] if a not in self._suspect] or info["replicas"]
-                for address in addresses:
-                    replica = old.get(address)
-                    if replica is None:
-                        # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
-                        replica = Replica(address, xo.create_actor_ref(address, ModelActor.default_uid()))
-                    replicas.append(replica)
-                fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas,
-                                   info.get("model_engine", ""), dict(info.get("limits") or {}))
-            self._routes, self._version, self._stale = fresh, version, False
-            self.admission.forget(set(fresh))
+    async def refresh(self) -> int:
+        """Rebuild the table from the supervisor, joining the refresh under way if there is one; returns the number
+        of the refresh awaited (refreshes are numbered as they begin)."""
+        task = self._inflight
+        if task is None or task.done():
+            self._begun += 1
+            task = self._inflight = asyncio.ensure_future(self._load(self._invalidations))
+            self._inflight_number = self._begun
+        number = self._inflight_number
+        # shielded: one caller's cancellation (its client left) must not cancel the refresh the others await
+        await asyncio.shield(task)
+        return number
+
+    async def _load(self, invalidations: int) -> None:
+        version, routes = await self._supervisor.get_routes()
+        old = {r.address: r for route in self._routes.values() for r in route.replicas}
+        fresh: dict[str, Route] = {}
+        now = time.monotonic()
+        self._suspect = {a: t for a, t in self._suspect.items() if t > now}
+        for uid, info in routes.items():
+            replicas = []
+            addresses = [a for a in info["replicas"] if a not in self._suspect] or info["replicas"]
+            for address in addresses:
+                replica = old.get(address)
+                if replica is None:
+                    # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
+                    replica = Replica(address, xo.create_actor_ref(address, ModelActor.default_uid()))
+                replicas.append(replica)
+            fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas,
+                               info.get("model_engine", ""), dict(info.get("limits") or {}))
+        self._routes, self._version = fresh, version
+        self._stale = invalidations != self._invalidations  # invalidated meanwhile: the next lookup refreshes
+        self.admission.forget(set(fresh))
 
     async def watch(self, interval: float = 1.0) -> None:
         """Refresh whenever the supervisor's version moves (runs for the API's lifetime)."""
