@@ -8,7 +8,6 @@ Every non-2xx body is ``{"error": {"message", "type", "param", "code"}, "detail"
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -17,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from xinference.api.sse import encode_events, encode_frames
 from xinference.errors import InvalidRequest, XinferenceError
 
 __all__ = [
@@ -59,8 +59,7 @@ def anthropic_error_body(message: str, status: int) -> dict[str, Any]:
 
 def anthropic_error_event(exc: XinferenceError) -> bytes:
     """An ``event: error`` SSE event, for failures after a Messages stream has started."""
-    body = anthropic_error_body(exc.message, exc.status_code)
-    return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+    return encode_events([("error", anthropic_error_body(exc.message, exc.status_code))])
 
 
 def _shaped(path: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
@@ -71,9 +70,9 @@ def _shaped(path: str, status: int, body: dict[str, Any], headers: dict[str, str
 
 
 def error_frame(exc: XinferenceError) -> bytes:
-    """An SSE frame carrying an error, for failures after a stream has started."""
-    body = error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    """An SSE frame carrying an error, for failures after a stream has started (framed by :mod:`.sse`, the one
+    encoder of ``data:`` lines)."""
+    return encode_frames([error_body(exc.message, exc.error_type, param=exc.param, code=exc.code)])
 
 
 def _response(exc: XinferenceError, path: str = "") -> JSONResponse:
