@@ -8,8 +8,6 @@ the first byte; once a stream has started, a failure is an ``event: error`` in A
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from typing import Any, AsyncIterator
 
 from xinference.api.errors import anthropic_error_event
@@ -17,12 +15,9 @@ from xinference.api.protocol.anthropic import CountTokensRequest, MessagesReques
 from xinference.api.route_cache import RouteTable
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.messages_stream import MessageStream, message_from_chat
-from xinference.api.sse import encode_events
-from xinference.errors import EngineError, XinferenceError
+from xinference.api.serving.translated import open_chat, relay_events
 
 __all__ = ["MessagesService"]
-
-logger = logging.getLogger(__name__)
 
 
 class MessagesService:
@@ -34,13 +29,10 @@ class MessagesService:
 
     async def create(self, body: MessagesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
         """A ``message`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
-        chat = body.to_chat()
-        await self._generation.check_images(body.model, chat.image_param)
-        if not body.stream:
-            result = await self._generation.complete("chat", body.model, chat.params)
-            return message_from_chat(result, body.model)
-        batches = await self._generation.open("chat", body.model, chat.params)
-        return self._events(body.model, batches)
+        opened = await open_chat(self._generation, body.model, body.to_chat(), body.stream)
+        if isinstance(opened, dict):
+            return message_from_chat(opened, body.model)
+        return relay_events("Messages", body.model, opened, MessageStream(body.model), anthropic_error_event)
 
     async def count_tokens(self, body: CountTokensRequest) -> dict[str, Any]:
         """``{"input_tokens": N}``: the prompt as the model's own chat template renders it, tools included."""
@@ -49,19 +41,3 @@ class MessagesService:
         route = await self._generation.route(body.model, "chat")
         count, _ = await self._routes.call(route, lambda r: r.ref.count_tokens(chat.params))
         return {"input_tokens": int(count)}
-
-    async def _events(self, model: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
-        stream = MessageStream(model)
-        async with contextlib.aclosing(batches):  # type: ignore[type-var]
-            try:
-                yield encode_events(stream.start())
-                async for batch in batches:
-                    events = [event for chunk in batch for event in stream.feed(chunk)]
-                    if events:
-                        yield encode_events(events)
-                yield encode_events(stream.finish())
-            except XinferenceError as exc:
-                yield anthropic_error_event(exc)
-            except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing event
-                logger.exception("a Messages stream of %s failed", model)
-                yield anthropic_error_event(EngineError(f"the stream failed: {type(exc).__name__}"))

@@ -14,11 +14,10 @@ import json
 import uuid
 from typing import Any
 
+from xinference.api.serving.translated import ChunkWalker, Event
 from xinference.errors import EngineError
 
 __all__ = ["MessageStream", "message_from_chat", "new_message_id", "stop_reason"]
-
-Event = tuple[str, dict[str, Any]]
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
                  "content_filter": "refusal"}
@@ -79,7 +78,7 @@ def message_from_chat(result: dict[str, Any], model: str) -> dict[str, Any]:
             "stop_reason": reason, "stop_sequence": None, "usage": _usage(result.get("usage"))}
 
 
-class MessageStream:
+class MessageStream(ChunkWalker):
     """Turns chat chunks into Messages stream events; one instance per stream.
 
     ``start()`` once, ``feed(chunk)`` for every chunk, ``finish()`` once at the end; each returns the events to
@@ -92,7 +91,7 @@ class MessageStream:
         self._block = -1  # index of the open block, -1 when none is open
         self._open_kind: str | None = None
         self._calls: dict[int, int] = {}  # chat tool-call index → block index
-        self._finish: str | None = None
+        self._finish = None
         self._usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
 
     def start(self) -> list[Event]:
@@ -102,21 +101,14 @@ class MessageStream:
         }
         return [("message_start", {"type": "message_start", "message": message}), ("ping", {"type": "ping"})]
 
-    def feed(self, chunk: dict[str, Any]) -> list[Event]:
-        events: list[Event] = []
-        if chunk.get("usage"):
-            self._usage = _usage(chunk["usage"])
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                events += self._text_like("thinking", delta["reasoning_content"])
-            if delta.get("content"):
-                events += self._text_like("text", delta["content"])
-            for call in delta.get("tool_calls") or []:
-                events += self._tool_call(call)
-            if choice.get("finish_reason"):
-                self._finish = choice["finish_reason"]
-        return events
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        self._usage = _usage(usage)
+
+    def _reasoning(self, text: str) -> list[Event]:
+        return self._text_like("thinking", text)
+
+    def _content(self, text: str) -> list[Event]:
+        return self._text_like("text", text)
 
     def finish(self) -> list[Event]:
         events = self._close()

@@ -8,20 +8,17 @@ as ``/v1/chat/completions`` (:class:`GenerationService`); the result or the chun
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from typing import Any, AsyncIterator
 
 from xinference.api.protocol.responses import ResponsesRequest
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.response_store import ResponseStore
 from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, new_id, output_items
+from xinference.api.serving.translated import ChatBatches, open_chat, relay_events
 from xinference.api.sse import encode_events
-from xinference.errors import EngineError, InvalidRequest, ResponseNotFound, XinferenceError
+from xinference.errors import InvalidRequest, ResponseNotFound
 
 __all__ = ["ResponsesService", "input_items"]
-
-logger = logging.getLogger(__name__)
 
 
 class ResponsesService:
@@ -35,18 +32,16 @@ class ResponsesService:
         """A ``response`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         history = self._history(body.previous_response_id)
         chat = body.to_chat(history)
-        await self._generation.check_images(body.model, chat.image_param)
-        shape = ResponseShape(body.model, body.model_dump(exclude_none=True))
+        shape = ResponseShape(body.model, body.model_dump(exclude_none=True))  # created_at: when it was asked
+        opened = await open_chat(self._generation, body.model, chat, body.stream)
         conversation = history + chat.added
-        if not body.stream:
-            result = await self._generation.complete("chat", body.model, chat.params)
-            choice = (result.get("choices") or [{}])[0]
+        if isinstance(opened, dict):
+            choice = (opened.get("choices") or [{}])[0]
             message = choice.get("message") or {}
-            response = shape.finished(output_items(message), result.get("usage"), choice.get("finish_reason"))
+            response = shape.finished(output_items(message), opened.get("usage"), choice.get("finish_reason"))
             self._keep(body, response, conversation, message)
             return response
-        batches = await self._generation.open("chat", body.model, chat.params)
-        return self._events(body, shape, conversation, batches)
+        return self._events(body, shape, conversation, opened)
 
     def get(self, response_id: str) -> dict[str, Any]:
         entry = self._store.get(response_id)
@@ -97,25 +92,16 @@ class ResponsesService:
         reply["content"] = reply.get("content") or ""
         self._store.put(response, conversation + [reply], input_items(body.input))
 
-    async def _events(self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]],
-                      batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+    def _events(self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]],
+                batches: ChatBatches) -> AsyncIterator[bytes]:
         stream = ResponseStream(shape)
-        async with contextlib.aclosing(batches):  # type: ignore[type-var]
-            try:
-                yield encode_events(stream.start())
-                async for batch in batches:
-                    events = [event for chunk in batch for event in stream.feed(chunk)]
-                    if events:
-                        yield encode_events(events)
-                events = stream.finish()
-                assert stream.response is not None
-                self._keep(body, stream.response, conversation, stream.message)
-                yield encode_events(events)
-            except XinferenceError as exc:
-                yield encode_events(stream.fail(exc))
-            except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing event
-                logger.exception("a Responses stream of %s failed", body.model)
-                yield encode_events(stream.fail(EngineError(f"the stream failed: {type(exc).__name__}")))
+
+        def keep() -> None:
+            assert stream.response is not None
+            self._keep(body, stream.response, conversation, stream.message)
+
+        return relay_events("Responses", body.model, batches, stream, lambda exc: encode_events(stream.fail(exc)),
+                            keep)
 
 
 def input_items(raw: str | list[Any]) -> list[dict[str, Any]]:

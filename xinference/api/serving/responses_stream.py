@@ -17,11 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from xinference.api.serving.translated import ChunkWalker, Event
 from xinference.errors import EngineError, XinferenceError
 
 __all__ = ["ResponseShape", "ResponseStream", "new_id", "output_items", "usage"]
-
-Event = tuple[str, dict[str, Any]]
 
 
 def new_id(prefix: str) -> str:
@@ -106,7 +105,7 @@ class ResponseShape:
         return self.build(status, output, usage(chat_usage))
 
 
-class ResponseStream:
+class ResponseStream(ChunkWalker):
     """Turns chat chunks into Responses stream events; one instance per stream.
 
     ``start()`` once, ``feed(chunk)`` for every chunk, then ``finish()`` (or ``fail(exc)``); each returns the events
@@ -122,7 +121,7 @@ class ResponseStream:
         self._open: dict[str, Any] | None = None  # the item being streamed
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] | None = None
-        self._finish: str | None = None
+        self._finish = None
 
     def _event(self, kind: str, /, **payload: Any) -> Event:
         event = (kind, {"type": kind, "sequence_number": self._seq, **payload})
@@ -134,21 +133,14 @@ class ResponseStream:
         return [self._event("response.created", response=opening),
                 self._event("response.in_progress", response=opening)]
 
-    def feed(self, chunk: dict[str, Any]) -> list[Event]:
-        events: list[Event] = []
-        if chunk.get("usage"):
-            self._usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                events += self._text("reasoning", delta["reasoning_content"])
-            if delta.get("content"):
-                events += self._text("message", delta["content"])
-            for call in delta.get("tool_calls") or []:
-                events += self._tool_call(call)
-            if choice.get("finish_reason"):
-                self._finish = choice["finish_reason"]
-        return events
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        self._usage = usage
+
+    def _reasoning(self, text: str) -> list[Event]:
+        return self._text("reasoning", text)
+
+    def _content(self, text: str) -> list[Event]:
+        return self._text("message", text)
 
     def finish(self) -> list[Event]:
         events = self._close()
