@@ -4,10 +4,9 @@ It decides (which engine, which spec, which workers and GPUs), asks workers to s
 model table the API's route cache is built from. It is never on the per-request path: the API calls model actors
 directly and only asks the supervisor for routes when its table's ``version`` changed.
 
-Failures it handles: a worker that stops heartbeating for ``worker_timeout()`` seconds is declared dead and its
-replicas leave the routes; a replica whose process died is reported by its worker (and restarted there); a worker
-that comes back after a supervisor restart re-registers with the replicas it still runs, which are adopted as they
-are. Each of these leaves an entry in the model's events.
+Its other concerns are mixins beside this module: workers joining, heartbeating and going silent, and the replica
+events they report (``membership.py``), the catalog, the caches, engine environments, unload/load, autostart,
+inspection and usage.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from typing import Any
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.background import BackgroundTasks
 from xinference.core.hardware import HardwareInfo
 from xinference.core.model_actor import LaunchPlan
 from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
@@ -30,7 +30,8 @@ from xinference.core.supervisor.catalog import CatalogMixin
 from xinference.core.supervisor.envs import EnvsMixin
 from xinference.core.supervisor.inspect import InspectMixin
 from xinference.core.supervisor.lifecycle import LifecycleMixin, launch_limits
-from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor.membership import MembershipMixin
+from xinference.core.supervisor.records import FOLLOWS_REPLICAS, LaunchRequest, ModelRecord, Replica, WorkerEntry
 from xinference.core.supervisor.usage import UsageMixin
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
@@ -46,15 +47,15 @@ from xinference.model.draft import plan_draft
 from xinference.model.matcher import choose_engine, match_engine
 from xinference.model.memory import check_fit
 from xinference.model.registry import ModelRegistry, SpecChoice
-from xinference.model.spec import ModelFamily, ModelSpec, validate_model_name
+from xinference.model.spec import ModelFamily, validate_model_name
 
 __all__ = ["SupervisorActor"]
 
 logger = logging.getLogger(__name__)
 
 
-class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, LifecycleMixin, AutostartMixin,
-                      UsageMixin, xo.StatelessActor):
+class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, LifecycleMixin,
+                      AutostartMixin, UsageMixin, xo.StatelessActor):
     """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
 
     def __init__(self) -> None:
@@ -64,77 +65,22 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
         self._models: dict[str, ModelRecord] = {}
         self._version = 0
         self._lock = asyncio.Lock()
-        self._monitor: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks(logger)
 
     @classmethod
     def default_uid(cls) -> str:
         return "supervisor"
 
     async def __post_create__(self) -> None:
-        self._monitor = asyncio.create_task(self._watch_workers())
+        self._background.spawn(self._watch_workers(), "watch-workers")
 
     async def __pre_destroy__(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
+        self._background.cancel_all()
 
     def _changed(self) -> None:
         self._version += 1
 
-    # -- workers -----------------------------------------------------------------------------------------------
-    async def add_worker(
-        self, address: str, hardware: dict[str, Any], replicas: list[dict[str, Any]] | None = None
-    ) -> None:
-        """A worker joins (or re-joins after a supervisor restart, bringing the replicas it still runs)."""
-        from xinference.core.worker import WorkerActor
-
-        ref = await xo.actor_ref(address=address, uid=WorkerActor.default_uid())
-        self._workers[address] = WorkerEntry(address, ref, HardwareInfo.model_validate(hardware))
-        logger.info("worker %s joined: %s", address, self._workers[address].hardware.summary())
-        for reported in replicas or []:
-            self._adopt(address, reported)
-        self._schedule_autostart()  # models launched with autostart come back once a worker can run them
-
-    def _adopt(self, worker_address: str, reported: dict[str, Any]) -> None:
-        plan = LaunchPlan(**reported["plan"])
-        record = self._models.get(plan.model_uid)
-        if record is None:
-            family = ModelFamily.model_validate(plan.family)
-            choice = SpecChoice(family, ModelSpec.model_validate(plan.spec), plan.quantization)
-            record = ModelRecord(plan.model_uid, choice, plan.model_engine, replica=0, status="ready",
-                                 engine_kwargs=dict(plan.engine_config),
-                                 sources={"model_path": plan.model_path, "download_hub": plan.download_hub,
-                                          "draft": plan.draft})
-            self._models[plan.model_uid] = record
-        record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]  # its new address wins
-        suffix = plan.replica_uid.rsplit("-", 1)[-1]
-        if suffix.isdigit():
-            record.next_index = max(record.next_index, int(suffix) + 1)
-        record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
-                                       tuple(plan.gpu_indices)))
-        record.replica = max(record.replica, len(record.replicas))
-        record.engine_config = reported.get("engine_config") or record.engine_config
-        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
-        record.event("replica_adopted", f"{plan.replica_uid} on {worker_address} re-registered after a restart")
-        self._changed()
-        logger.info("adopted running replica %s on %s", plan.replica_uid, worker_address)
-
-    async def heartbeat(self, address: str, hardware: dict[str, Any]) -> bool:
-        """A worker is alive; False tells it this supervisor does not know it (restarted) and it must re-register."""
-        worker = self._workers.get(address)
-        if worker is None:
-            return False
-        worker.last_seen = time.monotonic()
-        worker.hardware = HardwareInfo.model_validate(hardware)
-        return True
-
-    async def remove_worker(self, address: str) -> None:
-        """A worker leaves in order (its models were stopped)."""
-        await self._worker_gone(address, "left the cluster")
-
-    async def list_workers(self) -> list[dict[str, Any]]:
-        return [w.info() for w in self._workers.values()]
-
+    # -- reading the cluster ---------------------------------------------------------------------------------------
     async def cluster_info(self) -> dict[str, Any]:
         return {
             "workers": await self.list_workers(),
@@ -142,56 +88,6 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             "route_version": self._version,
             "devices": self.devices(),
         }
-
-    async def _watch_workers(self) -> None:
-        while True:
-            await asyncio.sleep(min(1.0, settings.worker_timeout() / 4))
-            deadline = time.monotonic() - settings.worker_timeout()
-            for address, worker in list(self._workers.items()):
-                if worker.last_seen < deadline:
-                    silent = time.monotonic() - worker.last_seen
-                    await self._worker_gone(address, f"stopped heartbeating ({silent:.0f}s silent)")
-
-    async def _worker_gone(self, address: str, why: str) -> None:
-        if self._workers.pop(address, None) is None:
-            return
-        logger.warning("worker %s %s; its replicas leave the routes", address, why)
-        for record in self._models.values():
-            lost = [r for r in record.replicas if r.worker_address == address]
-            if not lost:
-                continue
-            record.replicas = [r for r in record.replicas if r.worker_address != address]
-            for replica in lost:
-                record.event("replica_lost", f"{replica.replica_uid}: worker {address} {why}")
-            if record.status in ("ready", "degraded"):
-                record.status = "degraded" if record.replicas else "unavailable"
-        self._changed()
-
-    # -- replica events reported by workers ---------------------------------------------------------------------
-    async def replica_failed(self, model_uid: str, replica_uid: str, message: str) -> None:
-        """A replica's process died; it leaves the routes until its worker restarts it."""
-        record = self._models.get(model_uid)
-        if record is None:
-            return
-        record.replicas = [r for r in record.replicas if r.replica_uid != replica_uid]
-        record.event("replica_died", f"{replica_uid}: {message}")
-        if record.status in ("ready", "degraded"):
-            record.status = "degraded" if record.replicas else "unavailable"
-        self._changed()
-        logger.warning("replica %s died: %s", replica_uid, message.splitlines()[0] if message else "")
-
-    async def replica_restarted(self, worker_address: str, reported: dict[str, Any]) -> None:
-        """A worker restarted a dead replica: it serves again at its new address."""
-        plan = LaunchPlan(**reported["plan"])
-        record = self._models.get(plan.model_uid)
-        if record is None:
-            return
-        record.replicas = [r for r in record.replicas if r.replica_uid != plan.replica_uid]
-        record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
-                                       tuple(plan.gpu_indices)))
-        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
-        record.event("replica_restarted", f"{plan.replica_uid} serves again (pid {reported.get('pid')})")
-        self._changed()
 
     async def model_events(self, model_uid: str) -> list[dict[str, Any]]:
         record = self._models.get(model_uid)
@@ -222,9 +118,8 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
                                   f"{record.choice.quantization}, {launch.replica} replica(s)")
         placements = [placement for placement, _ in record.reserved]
         if not wait_ready:
-            task = asyncio.create_task(self._start_all(record, placements, keep_failed=True))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._background.spawn(self._start_all(record, placements, keep_failed=True),
+                                   f"launch-{record.model_uid}")
             return record.info()
         await self._start_all(record, placements, keep_failed=False)
         return record.info()
@@ -410,8 +305,9 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
                            worker_ip: str | None = None) -> dict[str, Any]:
         """Start ``count`` more replicas of a running model, placed like a launch (fewest replicas first)."""
         record = self._get(model_uid)
-        if record.status == "launching":
-            raise InvalidRequest(f"model {model_uid!r} is still launching", param="model_uid")
+        if record.status not in FOLLOWS_REPLICAS:
+            raise InvalidRequest(f"model {model_uid!r} is {record.status}; only a serving model gets more replicas",
+                                 param="model_uid")
         if count < 1:
             raise InvalidRequest("replica must be at least 1", param="replica")
         placements = self._place(count, LaunchRequest(model_name=record.choice.family.model_name, n_gpu=n_gpu,
@@ -424,7 +320,7 @@ class SupervisorActor(CatalogMixin, CacheMixin, InspectMixin, EnvsMixin, Lifecyc
             record.replica += 1
             started.append(record.replicas[-1].info())
             self._changed()
-        record.status = "ready" if len(record.replicas) >= record.replica else "degraded"
+        record.refresh_status()
         return {"model_uid": model_uid, "replica": record.replica, "replicas": started}
 
     async def remove_replica(self, model_uid: str, replica_id: int) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xinference import settings
+from xinference.core.background import BackgroundTasks
 from xinference.errors import XinferenceError
 
 __all__ = ["MAX_HISTORY", "AutostartMixin", "LaunchHistory"]
@@ -100,10 +101,8 @@ class AutostartMixin:
         lock: asyncio.Lock | None = getattr(self, "_autostart_lock", None)
         if lock is None:
             lock = self._autostart_lock = asyncio.Lock()
-        task = asyncio.create_task(self._autostart(lock))
-        tasks: set[asyncio.Task[None]] = self._background  # type: ignore[attr-defined]
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        tasks: BackgroundTasks = self._background  # type: ignore[attr-defined]
+        tasks.spawn(self._autostart(lock), "autostart")
 
     async def _autostart(self, lock: asyncio.Lock) -> None:
         async with lock:

@@ -16,6 +16,8 @@ __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
 
 #: Events kept per model (``GET /v1/models/{uid}/events``).
 MAX_EVENTS = 200
+#: Statuses that ``ModelRecord.refresh_status`` derives from the replicas.
+FOLLOWS_REPLICAS = frozenset({"ready", "degraded", "unavailable"})
 
 
 @dataclass
@@ -113,6 +115,18 @@ class ModelRecord:
 
     def event(self, kind: str, message: str) -> None:
         self.events.append({"time": time.time(), "event": kind, "message": message})
+
+    def refresh_status(self) -> str:
+        """Derive the status from the replicas after one joined or left (worker lost, process died, restarted,
+        adopted, scaled): ``ready`` with every wanted replica serving, ``degraded`` with some, ``unavailable`` with
+        none. Only a serving model follows its replicas this way; ``launching``, ``failed``, ``unloading`` and
+        ``unloaded`` belong to the flow that set them and are kept. Returns the status."""
+        if self.status in FOLLOWS_REPLICAS:
+            if not self.replicas:
+                self.status = "unavailable"
+            else:
+                self.status = "ready" if len(self.replicas) >= self.replica else "degraded"
+        return self.status
 
     def info(self) -> dict[str, Any]:
         family, spec = self.choice.family, self.choice.spec
