@@ -1,4 +1,4 @@
-"""What the Transformers scheduler's sequences turn into: OpenAI responses and chunks.
+"""What a batching engine's sequences turn into (Transformers, MLX): OpenAI responses and chunks.
 
 Sinks run on the scheduler thread and only hand data over (a ChunkStream push, a future resolved on the actor's
 loop). A request with ``n`` choices has one sequence and one sink per choice; the stream ends when the last one ends.
@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from xinference.engines.base import ChunkStream
-from xinference.engines.transformers.batching import Sequence
+from xinference.engines.continuous.loop import Sequence
 from xinference.errors import XinferenceError
 from xinference.model.parsers.postprocess import ChunkRewriter
 

@@ -1,4 +1,5 @@
-"""From an OpenAI request to what the Transformers scheduler runs: the prompt, the sampling parameters, the grammar.
+"""From an OpenAI request to what a batching engine's decode loop runs (Transformers, MLX): the sampling
+parameters, the grammar, the number of choices.
 
 Every field is honoured or refused with a 400 naming it; nothing is dropped silently. The tools of a request are
 rendered by the chat template when it knows about tools; a template that does not (SmolLM2's) gets them described in
@@ -11,14 +12,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from xinference.engines.grammar import Constraint, constraint_for
-from xinference.engines.transformers.batching import SamplingParams
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.parsers.postprocess import thinking_enabled
 
-__all__ = ["MAX_CHOICES", "RequestPlan", "sampling_params", "template_kwargs"]
+__all__ = ["MAX_CHOICES", "RequestPlan", "SamplingParams", "sampling_params", "template_kwargs"]
 
 #: ``n`` above this is refused: each choice is a sequence of its own in the batch.
 MAX_CHOICES = 8
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each token; ``temperature == 0`` is greedy."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: frozenset[int] = frozenset()
+    min_p: float = 0.0
+    #: (token id, bias) added to the logits before anything else (OpenAI ``logit_bias``)
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    #: record each chosen token's log-probability, with this many alternatives (``top_logprobs``)
+    logprobs: bool = False
+    top_logprobs: int = 0
+    #: keep special tokens in the text (a parser needs markers such as Mistral's ``[TOOL_CALLS]``)
+    keep_special: bool = False
 
 
 @dataclass
@@ -82,11 +106,12 @@ def sampling_params(
     stop_token_ids: frozenset[int],
     vocab_size: int,
     tool_format: Any = None,
+    engine: str = "Transformers",
 ) -> RequestPlan:
     """Validate ``request`` and build its plan; raises InvalidRequest/UnsupportedOption naming the field."""
     n = int(request.get("n") or 1)
     if n > MAX_CHOICES:
-        raise UnsupportedOption(f"n is at most {MAX_CHOICES} on the Transformers engine", param="n")
+        raise UnsupportedOption(f"n is at most {MAX_CHOICES} on the {engine} engine", param="n")
     if kind == "completions" and request.get("response_format"):
         raise UnsupportedOption("response_format applies to chat completions", param="response_format")
     constraint = constraint_for(request, tool_format) if kind == "chat" else None

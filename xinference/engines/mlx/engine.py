@@ -18,7 +18,8 @@ measured on 2 cores with SmolLM2-135M, Transformers decodes ~21 tok/s and MLX ~1
 llama.cpp is faster than both. On a Mac, models with an mlx spec but no GGUF one go to MLX, and a launch can name
 it (``-en MLX``) for pytorch weights when Transformers is installed too.
 
-Requests are handled the same way as by the Transformers engine, with its code: the fields are validated into
+Requests are handled the same way as by the Transformers engine, with the same code
+(:class:`~xinference.engines.continuous.adapter.BatchingEngine`): the fields are validated into
 sampling parameters, a grammar and a number of choices by :mod:`xinference.engines.continuous.requests`
 (``response_format`` json_object/json_schema and forced tool calls become a grammar,
 :mod:`xinference.engines.grammar`), and responses and chunks are shaped by
@@ -32,42 +33,23 @@ generator) and are picked by :mod:`.sampling` (the grammar is a logits processor
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import threading
-import time
-import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from xinference.engines import envs
-from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.base import Verdict
+from xinference.engines.continuous.adapter import BatchingEngine
+from xinference.engines.continuous.loop import Sequence as BaseSequence
+from xinference.engines.continuous.requests import RequestPlan, SamplingParams, template_kwargs
 from xinference.engines.envs import EnvRecipe
-from xinference.engines.grammar import Constraint, GrammarTokenizer
 from xinference.engines.mlx.config import MLXConfig, ResolvedMLXConfig
 from xinference.engines.mlx.runtime import find_openblas, load_model, preload_openblas
 from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
 from xinference.engines.mlx.scheduler import Scheduler, Sequence
-from xinference.engines.continuous.outputs import (
-    CollectSink,
-    StreamGroup,
-    StreamSink,
-    chat_logprobs,
-    completion_logprobs,
-    usage,
-)
-from xinference.engines.continuous.requests import MAX_CHOICES, RequestPlan, sampling_params, template_kwargs
-from xinference.errors import (
-    ContextLengthExceeded,
-    InvalidRequest,
-    LaunchFailed,
-    ModelUnavailable,
-    UnsupportedOption,
-    XinferenceError,
-)
+from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.chat_template import find_chat_template, render
-from xinference.model.parsers.postprocess import ChatOutputParser
-from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
 from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
 
 if TYPE_CHECKING:
@@ -96,8 +78,9 @@ def _logits_width(model: Any, tokenizer: Any) -> int:
     return len(tokenizer)
 
 
-class MLXEngine(Engine):
-    """LLMs through mlx-lm in the model process, with continuous batching."""
+class MLXEngine(BatchingEngine):
+    """LLMs through mlx-lm in the model process, with continuous batching (the request side is
+    :class:`~xinference.engines.continuous.adapter.BatchingEngine`'s)."""
 
     name: ClassVar[str] = "MLX"
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
@@ -107,12 +90,7 @@ class MLXEngine(Engine):
     context_option: ClassVar[str | None] = "max_model_len"
 
     resolved: ResolvedMLXConfig
-    _scheduler: Scheduler | None = None
-    _tokenizer: Any = None
     _template: str | None = None
-    _stop_token_ids: frozenset[int] = frozenset()
-    _vocab_size: int = 0
-    _grammar_tok: GrammarTokenizer | None = None
     #: the BLAS mlx uses in this process: a path to OpenBLAS, or "mlx" (the wheel's own)
     blas: str = "mlx"
 
@@ -202,20 +180,12 @@ class MLXEngine(Engine):
                 ids.add(token)
         return frozenset(ids)
 
-    async def unload(self) -> None:
-        if self._scheduler is not None:
-            scheduler, self._scheduler = self._scheduler, None
-            await asyncio.to_thread(scheduler.stop)
-
     def stats(self) -> dict[str, Any]:
-        if self._scheduler is None:
-            return {}
-        return {**self._scheduler.stats(), "blas": self.blas}
+        stats = super().stats()
+        return {**stats, "blas": self.blas} if stats else {}
 
-    def _ready(self) -> Scheduler:
-        if self._scheduler is None:
-            raise ModelUnavailable(f"model {self.model_uid!r} is not loaded")
-        return self._scheduler
+    def _max_model_len(self) -> int:
+        return self.resolved.max_model_len
 
     # -- requests ----------------------------------------------------------------------------------------------
     def _render(self, request: dict[str, Any]) -> str:
@@ -234,135 +204,24 @@ class MLXEngine(Engine):
         variables.update(template_kwargs(request))
         return render(self._template, messages, add_generation_prompt=True, **variables)
 
-    def _plan(self, kind: str, request: dict[str, Any], prompt_len: int) -> RequestPlan:
-        if int(request.get("n") or 1) > MAX_CHOICES:
-            raise UnsupportedOption(f"n is at most {MAX_CHOICES} on the MLX engine", param="n")
-        limit = self.resolved.max_model_len
-        room = limit - prompt_len
-        if room < 1:
-            raise ContextLengthExceeded(
-                f"the prompt is {prompt_len} tokens but this model's context holds {limit} tokens; shorten the "
-                "prompt or relaunch the model with a larger max_model_len", param="messages")
-        stops = tuple(s for s in dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]) if s)
-        return sampling_params(
-            kind, request, max_tokens=min(int(request.get("max_tokens") or room), room), stop=stops,
-            stop_token_ids=self._stop_token_ids, vocab_size=self._vocab_size,
-            tool_format=tool_call_format_of(self.family),
-        )
+    def _hf_tokenizer(self) -> Any:
+        return getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer
 
-    def _grammar_tokenizer(self) -> GrammarTokenizer:
-        """Built at the first constrained request (~0.5 s), then shared."""
-        with self._grammar_lock:
-            if self._grammar_tok is None:
-                hf = getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer
-                self._grammar_tok = GrammarTokenizer.from_hf(hf, self._vocab_size, sorted(self._stop_token_ids))
-            return self._grammar_tok
-
-    def _output_parser(self, request: dict[str, Any], prompt_text: str | None,
-                       constraint: Constraint | None) -> ChatOutputParser | None:
-        if constraint is not None and constraint.kind != "tool_call":
-            return None  # the grammar made it JSON: nothing to parse out of it
-        tags = reasoning_tags_of(self.family)
-        primed = bool(tags and prompt_text and prompt_text.rstrip().endswith(tags.start))
-        fmt = constraint.tool_format if constraint is not None else None
-        return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
-
-    async def _build(self, kind: str, request: dict[str, Any]) -> tuple[list[int], RequestPlan, str | None]:
-        self._ready()
-        tokenizer = self._tokenizer
+    def _encode(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None]:
         if kind == "chat":
-            prompt_text: str | None = self._render(request)
-            ids = list(tokenizer.encode(prompt_text, add_special_tokens=False))
-        else:
-            prompt_text = None
-            ids = list(tokenizer.encode(request["prompt"]))
-        plan = self._plan(kind, request, len(ids))
+            prompt_text = self._render(request)
+            return list(self._tokenizer.encode(prompt_text, add_special_tokens=False)), prompt_text
+        return list(self._tokenizer.encode(request["prompt"])), None
+
+    def _new_sequence(self, ids: list[int], params: SamplingParams, sink: Any, plan: RequestPlan) -> BaseSequence:
+        grammar = None
         if plan.constraint is not None:
-            grammar_tokenizer = await asyncio.to_thread(self._grammar_tokenizer)
-            plan.constraint.matcher(grammar_tokenizer)  # a schema llguidance cannot build is a 400 before any token
-        return ids, plan, prompt_text
-
-    def _sequences(self, ids: list[int], plan: RequestPlan, sinks: list[Any]) -> list[Sequence]:
-        seqs = []
-        for index, sink in enumerate(sinks):
-            params = plan.params
-            if params.seed is not None and index:
-                params = dataclasses.replace(params, seed=params.seed + index)  # n choices, not n copies
-            grammar = None
-            if plan.constraint is not None:
-                assert self._grammar_tok is not None
-                grammar = GrammarMask(plan.constraint.matcher(self._grammar_tok), self._vocab_size)
-            seqs.append(Sequence(ids, params, sink, sampler=make_sampler(params),
-                                 processors=make_processors(params, grammar), grammar=grammar))
-        return seqs
-
-    async def _complete(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        ids, plan, prompt_text = await self._build(kind, request)
-        loop = asyncio.get_running_loop()
-        sinks = [CollectSink(loop) for _ in range(plan.n)]
-        seqs = self._sequences(ids, plan, sinks)
-        scheduler = self._ready()
-        for seq in seqs:
-            scheduler.submit(seq)
-        try:
-            texts = await asyncio.gather(*(sink.future for sink in sinks))
-        except (asyncio.CancelledError, XinferenceError):
-            for sink in sinks:
-                sink.cancelled = True  # the caller went away: the sequences stop at their next token
-            scheduler.wake()
-            raise
-        choices = [self._choice(kind, i, text, seq) for i, (text, seq) in enumerate(zip(texts, seqs, strict=True))]
-        obj, prefix = ("chat.completion", "chatcmpl") if kind == "chat" else ("text_completion", "cmpl")
-        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
-                    "model": self.model_uid, "choices": choices,
-                    "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs))}
-        if kind == "chat":
-            parser = self._output_parser(request, prompt_text, plan.constraint)
-            if parser is not None:
-                parser.fix_response(response)
-            if request.get("parallel_tool_calls") is False:
-                for choice in choices:
-                    calls = choice["message"].get("tool_calls")
-                    if calls:
-                        del calls[1:]
-        return response
-
-    def _choice(self, kind: str, index: int, text: str, seq: Sequence) -> dict[str, Any]:
-        reason = seq.finish_reason or "stop"
-        entries = seq.token_logprobs if seq.params.logprobs else []
-        if kind == "chat":
-            return {"index": index, "message": {"role": "assistant", "content": text},
-                    "logprobs": chat_logprobs(self._tokenizer, entries) if entries else None, "finish_reason": reason}
-        logprobs = completion_logprobs(self._tokenizer, entries) if seq.params.logprobs else None
-        return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
-
-    async def _stream(self, kind: str, request: dict[str, Any]) -> ChunkStream:
-        ids, plan, prompt_text = await self._build(kind, request)
-        stream = ChunkStream()
-        include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        parser = self._output_parser(request, prompt_text, plan.constraint) if kind == "chat" else None
-        group = StreamGroup(stream, kind, self.model_uid, len(ids), plan.n, include_usage,
-                            parser.stream() if parser is not None else None, self._tokenizer)
-        group.start(plan.n)
-        seqs = self._sequences(ids, plan, [StreamSink(group, i) for i in range(plan.n)])
-        scheduler = self._ready()
-        for seq in seqs:
-            scheduler.submit(seq)
-        return stream
-
-    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._complete("chat", request)
-
-    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return await self._stream("chat", request)
+            assert self._grammar_tok is not None
+            grammar = GrammarMask(plan.constraint.matcher(self._grammar_tok), self._vocab_size)
+        return Sequence(ids, params, sink, sampler=make_sampler(params), processors=make_processors(params, grammar),
+                        grammar=grammar)
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
         self._ready()
         return len(self._tokenizer.encode(self._render(request), add_special_tokens=False))
-
-    async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._complete("completions", request)
-
-    async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
-        return await self._stream("completions", request)

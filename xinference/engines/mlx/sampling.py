@@ -14,8 +14,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, Callable
 
+from xinference.engines.continuous.requests import SamplingParams
 from xinference.engines.grammar import GrammarMatcher, allocate_bitmask, bitmask_to_bool
-from xinference.engines.transformers.batching import SamplingParams
 
 __all__ = ["REPETITION_CONTEXT", "GrammarMask", "SamplingParams", "make_processors", "make_sampler"]
 

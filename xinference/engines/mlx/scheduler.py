@@ -22,53 +22,28 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import threading
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-from xinference.engines.mlx.sampling import GrammarMask, SamplingParams
-from xinference.errors import EngineError, ModelUnavailable, XinferenceError
+from xinference.engines.continuous.loop import DecodeLoop, Sink
+from xinference.engines.continuous.loop import Sequence as BaseSequence
+from xinference.engines.mlx.sampling import GrammarMask
+from xinference.errors import EngineError
 
-__all__ = ["Scheduler", "Sequence", "Sink", "batch_api_available", "held_back"]
+__all__ = ["Scheduler", "Sequence", "Sink", "batch_api_available"]
 
 logger = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
-    """Where a sequence's output goes; called on the scheduler thread."""
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the requester went away: the sequence stops at its next token."""
-
-    def on_text(self, seq: Sequence, text: str) -> None: ...
-
-    def on_finish(self, seq: Sequence, reason: str) -> None: ...
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None: ...
-
-
 @dataclass(eq=False)
-class Sequence:
-    """One request while it decodes. ``sampler`` None is greedy; ``processors`` edit the logits first."""
+class Sequence(BaseSequence):
+    """One request's choice with its mlx-lm sampling. ``sampler`` None is greedy; ``processors`` edit the logits
+    first."""
 
-    prompt_ids: list[int]
-    params: SamplingParams
-    sink: Sink
     sampler: Any = None
     processors: list[Any] = field(default_factory=list)
     #: the grammar mask among ``processors``, when the output is constrained
     grammar: GrammarMask | None = None
-    generated: list[int] = field(default_factory=list)
-    #: per generated token when ``params.logprobs``: (token id, logprob, [(alternative id, logprob), ...])
-    token_logprobs: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
-    emitted_chars: int = 0
-    finish_reason: str | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.finish_reason is not None or self.sink.cancelled
 
 
 def batch_api_available() -> bool:
@@ -84,103 +59,40 @@ def batch_api_available() -> bool:
     return wanted <= set(inspect.signature(batch.insert).parameters)
 
 
-class Scheduler:
+class Scheduler(DecodeLoop):
     """Owns the model on one thread. ``start()`` once (it loads), ``submit`` requests, ``stop()`` at unload."""
+
+    engine_label = "MLX"
 
     def __init__(self, loader: Callable[[], tuple[Any, Any]], *, max_num_seqs: int, prefill_step_size: int,
                  name: str = "mlx") -> None:
-        self.model: Any = None
-        self.tokenizer: Any = None
-        self.max_num_seqs = max_num_seqs
+        super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.prefill_step_size = prefill_step_size
         self.mode = "batch"
-        self._name = name
-        self._loader = loader
-        self._loaded = threading.Event()
-        self._load_error: BaseException | None = None
-        self._waiting: deque[Sequence] = deque()
         self._running: dict[int, Sequence] = {}
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self._generator: Any = None
-        # counters (read by stats() from any thread; ints are replaced atomically)
-        self.steps = 0
-        self.max_batch_seen = 0
-        self.finished = 0
-        self.aborted = 0
-        self.generated_tokens = 0
-
-    # -- control (any thread) ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
-        self._thread.start()
-
-    def wait_loaded(self) -> None:
-        """Block until the loader returned; re-raise what it raised."""
-        self._loaded.wait()
-        if self._load_error is not None:
-            raise self._load_error
-
-    def submit(self, seq: Sequence) -> None:
-        with self._cond:
-            if self._stopping:
-                raise ModelUnavailable("the model is shutting down")
-            self._waiting.append(seq)
-            self._cond.notify()
-
-    def wake(self) -> None:
-        """Have the loop look at its sequences now (a client went away)."""
-        with self._cond:
-            self._cond.notify()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def stats(self) -> dict[str, Any]:
-        running = sum(1 for seq in list(self._running.values()) if not seq.done)
-        return {"mode": self.mode, "decode_steps": self.steps, "running": running,
-                "waiting": len(self._waiting), "max_batch_seen": self.max_batch_seen,
-                "max_num_seqs": self.max_num_seqs, "finished": self.finished, "aborted": self.aborted,
-                "generated_tokens": self.generated_tokens}
+        return {"mode": self.mode, **super().stats()}
 
-    # -- the loop (scheduler thread) ---------------------------------------------------------------------------
-    def _main(self) -> None:
-        try:
-            self.model, self.tokenizer = self._loader()
-            if self.max_num_seqs == 1 or not batch_api_available():
-                if self.max_num_seqs > 1:
-                    logger.warning("%s: this mlx-lm has no per-sequence batch generator; decoding one request at "
-                                   "a time", self._name)
-                self.mode, self.max_num_seqs = "single", 1
-            else:
-                self._generator = self._new_generator()
-        except BaseException as exc:  # noqa: BLE001 - handed to wait_loaded
-            self._load_error = exc
-            self._loaded.set()
-            return
-        self._loaded.set()
-        while True:
-            with self._cond:
-                while not self._stopping and not self._waiting and not self._running:
-                    self._cond.wait()
-                if self._stopping:
-                    break
-            try:
-                if self.mode == "batch":
-                    self._batch_turn()
-                else:
-                    self._single_request()
-            except XinferenceError as exc:
-                self._fail_running(exc)
-            except Exception as exc:  # noqa: BLE001 - a backend failure fails the requests, not the thread
-                logger.exception("%s: decoding failed", self._name)
-                self._fail_running(EngineError(f"MLX failed: {type(exc).__name__}: {exc}"))
-        self._shutdown()
+    # -- the backend (scheduler thread) ------------------------------------------------------------------------
+    def _on_loaded(self) -> None:
+        if self.max_num_seqs == 1 or not batch_api_available():
+            if self.max_num_seqs > 1:
+                logger.warning("%s: this mlx-lm has no per-sequence batch generator; decoding one request at "
+                               "a time", self._name)
+            self.mode, self.max_num_seqs = "single", 1
+        else:
+            self._generator = self._new_generator()
+
+    def _turn(self) -> None:
+        if self.mode == "batch":
+            self._batch_turn()
+        else:
+            self._single_request()
+
+    def _live(self) -> list[BaseSequence]:
+        return list(self._running.values())
 
     def _new_generator(self) -> Any:
         from mlx_lm.generate import BatchGenerator
@@ -189,36 +101,16 @@ class Scheduler:
                               prefill_batch_size=min(self.max_num_seqs, 8),
                               prefill_step_size=self.prefill_step_size)
 
-    def _fail_running(self, error: XinferenceError) -> None:
-        running, self._running = list(self._running.values()), {}
-        for seq in running:
-            if seq.finish_reason is None:
-                seq.sink.on_error(seq, error)
+    def _reset_batch(self) -> None:
+        self._running = {}
         if self.mode == "batch":
             self._generator = self._new_generator()  # its state after a failed step is unknown
 
-    def _shutdown(self) -> None:
-        error = ModelUnavailable("the model was unloaded")
-        with self._cond:
-            waiting, self._waiting = list(self._waiting), deque()
-        for seq in waiting + list(self._running.values()):
-            if seq.finish_reason is None:
-                seq.sink.on_error(seq, error)
+    def _release(self) -> None:
         self._running = {}
         if self._generator is not None:
             self._generator.close()
             self._generator = None
-
-    def _next_waiting(self) -> Sequence | None:
-        """The next waiting request whose client is still there (abandoned ones are counted and dropped)."""
-        while True:
-            with self._cond:
-                if not self._waiting:
-                    return None
-                seq = self._waiting.popleft()
-            if not seq.sink.cancelled:
-                return seq
-            self.aborted += 1
 
     # batch mode
     def _batch_turn(self) -> None:
@@ -229,6 +121,7 @@ class Scheduler:
             seq = self._next_waiting()
             if seq is None:
                 break
+            assert isinstance(seq, Sequence)
             stops = StopSequences([[t] for t in sorted(seq.params.stop_token_ids)])
             (uid,) = generator.insert([seq.prompt_ids], max_tokens=[seq.params.max_tokens], samplers=[seq.sampler],
                                       logits_processors=[seq.processors], stop_sequences=[stops])
@@ -246,8 +139,7 @@ class Scheduler:
                 continue
             reason = response.finish_reason
             if reason == "stop" and response.token in seq.params.stop_token_ids:
-                self._emit(seq, final=True)
-                self._finish(seq, "stop")
+                self._stop_token(seq)
             else:
                 self._accept(seq, int(response.token), response.logprobs, limit_reached=reason is not None)
             if reason is not None:
@@ -260,8 +152,7 @@ class Scheduler:
         if not gone:
             return
         for uid in gone:
-            if self._running.pop(uid).finish_reason is None:
-                self.aborted += 1
+            self._left_batch(self._running.pop(uid))
         self._generator.remove(gone)
 
     # single mode
@@ -273,6 +164,7 @@ class Scheduler:
         seq = self._next_waiting()
         if seq is None:
             return
+        assert isinstance(seq, Sequence)
         self._running[0] = seq
         self.max_batch_seen = max(self.max_batch_seen, 1)
         try:
@@ -284,8 +176,7 @@ class Scheduler:
                     break
                 self.steps += 1
                 if int(token) in seq.params.stop_token_ids:
-                    self._emit(seq, final=True)
-                    self._finish(seq, "stop")
+                    self._stop_token(seq)
                 else:
                     self._accept(seq, int(token), logprobs, limit_reached=count >= seq.params.max_tokens)
                 if seq.done:
@@ -303,44 +194,13 @@ class Scheduler:
     def _accept(self, seq: Sequence, token: int, logprobs: Any, *, limit_reached: bool) -> None:
         """Record a generated token, send the text now safe to send, and end the sequence when it should."""
         if seq.grammar is not None and seq.grammar.error is not None:
-            seq.finish_reason = "error"  # leaves the batch at once; the others go on
-            self.finished += 1
-            seq.sink.on_error(seq, EngineError(f"MLX: {seq.grammar.error}"))
+            self._fail(seq, EngineError(f"MLX: {seq.grammar.error}"))  # leaves the batch at once; the others go on
             return
-        seq.generated.append(token)
-        self.generated_tokens += 1
+        self._append(seq, token)
         if seq.params.logprobs:
             _record_logprobs(seq, logprobs, token)
         grammar_done = seq.grammar is not None and seq.grammar.matcher.done
-        final = limit_reached or grammar_done or len(seq.generated) >= seq.params.max_tokens
-        if self._emit(seq, final=final) or grammar_done:
-            self._finish(seq, "stop")
-        elif final:
-            self._finish(seq, "length")
-
-    def _emit(self, seq: Sequence, final: bool) -> bool:
-        """Send the new text; True when a stop string was reached (only the text before it is sent)."""
-        text = self.tokenizer.decode(seq.generated, skip_special_tokens=True)
-        stops = seq.params.stop
-        safe, hit = len(text), False
-        if stops:
-            search_from = max(0, seq.emitted_chars - max(len(s) for s in stops))
-            found = [i for i in (text.find(s, search_from) for s in stops) if i >= 0]
-            if found:
-                safe, hit = min(found), True
-            elif not final:
-                safe = len(text) - held_back(text, stops)
-        if not final and not hit and text.endswith("\ufffd"):
-            safe = min(safe, len(text) - 1)  # an incomplete UTF-8 character: wait for its next bytes
-        if safe > seq.emitted_chars:
-            seq.sink.on_text(seq, text[seq.emitted_chars:safe])
-            seq.emitted_chars = safe
-        return hit
-
-    def _finish(self, seq: Sequence, reason: str) -> None:
-        seq.finish_reason = reason
-        self.finished += 1
-        seq.sink.on_finish(seq, reason)
+        self._after_token(seq, limit_reached=limit_reached, grammar_done=grammar_done)
 
 
 def _record_logprobs(seq: Sequence, logprobs: Any, token: int) -> None:
@@ -357,13 +217,3 @@ def _record_logprobs(seq: Sequence, logprobs: Any, token: int) -> None:
         top = sorted(((int(i), float(v)) for i, v in pairs), key=lambda pair: -pair[1])
     seq.token_logprobs.append((token, float(row[token].item()), top))
 
-
-def held_back(text: str, stops: tuple[str, ...]) -> int:
-    """How many trailing characters of ``text`` could begin a stop string (not sent until the next token)."""
-    longest = 0
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:size]):
-                longest = size
-                break
-    return longest

@@ -13,89 +13,43 @@ selects the remaining rows and trims columns that became padding for every row. 
 so padding never shifts a sequence's positions. A long generation therefore never blocks the others: they all
 advance one token per step, and a finished or aborted one leaves at the next step.
 
-Sequences talk to their requester through a :class:`Sink` (called on the scheduler thread; it must not block).
+The thread, the queue of waiting sequences, detokenization, stop strings and the counters are
+:class:`~xinference.engines.continuous.loop.DecodeLoop`'s (shared with the MLX engine); this module brings the torch
+batch. Sequences talk to their requester through a :class:`Sink` (called on the scheduler thread; it must not block).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import threading
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager
 
-from xinference.errors import EngineError, ModelUnavailable, XinferenceError
+from xinference.engines.continuous.loop import DecodeLoop, Sink
+from xinference.engines.continuous.loop import Sequence as BaseSequence
+from xinference.engines.continuous.requests import SamplingParams
+from xinference.errors import EngineError, XinferenceError
 
 __all__ = ["SamplingParams", "Scheduler", "Sequence", "Sink"]
 
 logger = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
-    """Where a sequence's output goes. Called on the scheduler thread; implementations only hand data over."""
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the requester went away: the sequence leaves the batch at the next step."""
-
-    def on_text(self, seq: Sequence, text: str) -> None: ...
-
-    def on_finish(self, seq: Sequence, reason: str) -> None: ...
-
-    def on_error(self, seq: Sequence, error: XinferenceError) -> None: ...
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to pick each token; ``temperature == 0`` is greedy."""
-
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    stop: tuple[str, ...] = ()
-    stop_token_ids: frozenset[int] = frozenset()
-    min_p: float = 0.0
-    #: (token id, bias) added to the logits before anything else (OpenAI ``logit_bias``)
-    logit_bias: tuple[tuple[int, float], ...] = ()
-    #: record each chosen token's log-probability, with this many alternatives (``top_logprobs``)
-    logprobs: bool = False
-    top_logprobs: int = 0
-    #: keep special tokens in the text (a parser needs markers such as Mistral's ``[TOOL_CALLS]``)
-    keep_special: bool = False
-
-
 @dataclass(eq=False)
-class Sequence:
-    """One request's state while it decodes."""
+class Sequence(BaseSequence):
+    """One request's choice with its torch sampling state (set by the scheduler)."""
 
-    prompt_ids: list[int]
-    params: SamplingParams
-    sink: Sink
-    generated: list[int] = field(default_factory=list)
-    emitted_chars: int = 0
-    finish_reason: str | None = None
-    # Set by the scheduler: the sampling generator and penalty state (torch tensors).
     generator: Any = None
     counts: Any = None
     seen: Any = None
     #: a :class:`xinference.engines.grammar.GrammarMatcher` when the output is constrained
     grammar: Any = None
-    #: per generated token when ``params.logprobs``: (token id, logprob, [(alternative id, logprob), ...])
-    token_logprobs: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
-
-    @property
-    def done(self) -> bool:
-        return self.finish_reason is not None or self.sink.cancelled
 
 
-class Scheduler:
+class Scheduler(DecodeLoop):
     """Owns the model on one thread and runs the continuous batch. ``start()`` once, ``stop()`` at unload."""
+
+    engine_label = "Transformers"
 
     def __init__(
         self,
@@ -105,97 +59,38 @@ class Scheduler:
         device: str,
         name: str = "transformers",
     ) -> None:
-        self.model: Any = None
-        self.tokenizer: Any = None
-        self.max_num_seqs = max_num_seqs
+        super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.device = device
-        self._name = name
-        self._loader = loader
-        self._loaded = threading.Event()
-        self._load_error: BaseException | None = None
-        self._waiting: deque[Sequence] = deque()
         self._running: list[Sequence] = []
         self._cache: Any = None
         self._mask: Any = None  # [rows, columns] 1 where the cache holds a real token
         self._positions: Any = None  # [rows] position id of each row's next token
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.steps = 0
         self._cache_kwarg = "past_key_values"
-        self.max_batch_seen = 0
 
-    # -- control (any thread) ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start the thread; it first calls ``loader()`` for ``(model, tokenizer)`` (see ``wait_loaded``)."""
-        self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
-        self._thread.start()
-
-    def wait_loaded(self) -> None:
-        """Block until the loader returned; re-raise what it raised."""
-        self._loaded.wait()
-        if self._load_error is not None:
-            raise self._load_error
-
-    def submit(self, seq: Sequence) -> None:
-        with self._cond:
-            if self._stopping:
-                raise ModelUnavailable("the model is shutting down")
-            self._waiting.append(seq)
-            self._cond.notify()
-
-    def wake(self) -> None:
-        """Have the loop look at its sequences now (a client went away)."""
-        with self._cond:
-            self._cond.notify()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def stats(self) -> dict[str, int]:
-        return {"decode_steps": self.steps, "running": len(self._running), "waiting": len(self._waiting),
-                "max_batch_seen": self.max_batch_seen, "max_num_seqs": self.max_num_seqs}
-
-    # -- the loop (scheduler thread) ---------------------------------------------------------------------------
-    def _main(self) -> None:
-        # Loading and decoding on this one thread: torch's CPU thread pool belongs to the calling thread, and a
-        # second pool left spinning by another thread slows a small machine down.
-        try:
-            self.model, self.tokenizer = self._loader()
-        except BaseException as exc:  # noqa: BLE001 - handed to wait_loaded
-            self._load_error = exc
-            self._loaded.set()
-            return
+    # -- the backend (scheduler thread) ------------------------------------------------------------------------
+    def _on_loaded(self) -> None:
         self._check_cache_layout()
         parameters = inspect.signature(self.model.forward).parameters
         # Transformers renamed ``past_key_values`` to ``cache`` (the old name is deprecated since 5.x).
         self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
-        self._loaded.set()
+
+    def _loop_context(self) -> ContextManager[Any]:
         import torch
 
-        with torch.inference_mode():
-            while True:
-                with self._cond:
-                    while not self._stopping and not self._waiting and not self._running:
-                        self._cond.wait()
-                    if self._stopping:
-                        break
-                try:
-                    self._admit()
-                    self._retire()
-                    if self._running:
-                        self._decode_step()
-                        self._retire()
-                except XinferenceError as exc:
-                    self._fail_running(exc)
-                except Exception as exc:  # noqa: BLE001 - a backend failure fails the batch, not the thread
-                    logger.exception("decode step failed")
-                    self._fail_running(EngineError(f"Transformers failed: {type(exc).__name__}: {exc}"))
-        self._shutdown()
+        return torch.inference_mode()
+
+    def _live(self) -> list[BaseSequence]:
+        return list(self._running)
+
+    def _reset_batch(self) -> None:
+        self._running, self._cache, self._mask, self._positions = [], None, None, None
+
+    def _turn(self) -> None:
+        self._admit()
+        self._retire()
+        if self._running:
+            self._decode_step()
+            self._retire()
 
     def _check_cache_layout(self) -> None:
         """Row surgery on the KV cache needs plain full-attention layers; anything else decodes one at a time."""
@@ -208,27 +103,12 @@ class Scheduler:
                            "a time", self._name)
             self.max_num_seqs = 1
 
-    def _fail_running(self, error: XinferenceError) -> None:
-        for seq in self._running:
-            seq.sink.on_error(seq, error)
-        self._running, self._cache, self._mask, self._positions = [], None, None, None
-
-    def _shutdown(self) -> None:
-        error = ModelUnavailable("the model was unloaded")
-        with self._cond:
-            waiting, self._waiting = list(self._waiting), deque()
-        for seq in waiting + self._running:
-            seq.sink.on_error(seq, error)
-        self._running, self._cache = [], None
-
     def _admit(self) -> None:
         while len(self._running) < self.max_num_seqs:
-            with self._cond:
-                if not self._waiting:
-                    return
-                seq = self._waiting.popleft()
-            if seq.sink.cancelled:
-                continue
+            seq = self._next_waiting()
+            if seq is None:
+                return
+            assert isinstance(seq, Sequence)
             try:
                 self._prefill(seq)
             except Exception as exc:  # noqa: BLE001 - out of memory on a long prompt, a bad token: its own error
@@ -298,6 +178,9 @@ class Scheduler:
         keep = [i for i, seq in enumerate(self._running) if not seq.done]
         if len(keep) == len(self._running):
             return
+        for seq in self._running:
+            if seq.done:
+                self._left_batch(seq)
         self._running = [self._running[i] for i in keep]
         if not keep:
             self._cache, self._mask, self._positions = None, None, None
@@ -408,51 +291,20 @@ class Scheduler:
         if token in params.stop_token_ids:
             if params.logprobs and seq.token_logprobs:
                 seq.token_logprobs.pop()  # the end of the sequence is not part of the output
-            self._emit(seq, final=True)
-            self._finish(seq, "stop")
+            self._stop_token(seq)
             return
-        seq.generated.append(token)
+        self._append(seq, token)
         grammar_done = False
         if seq.grammar is not None:
             if not seq.grammar.accept(token):
-                seq.finish_reason = "error"  # leaves the batch at the next step; the others go on
-                seq.sink.on_error(seq, EngineError(f"the grammar refused a token it allowed: {seq.grammar.error}"))
+                self._fail(seq, EngineError(f"the grammar refused a token it allowed: {seq.grammar.error}"))
                 return
             grammar_done = seq.grammar.done
         if seq.counts is not None:
             seq.counts[token] += 1
         if seq.seen is not None:
             seq.seen[token] = True
-        stopped = self._emit(seq, final=grammar_done or len(seq.generated) >= params.max_tokens)
-        if stopped or grammar_done:
-            self._finish(seq, "stop")
-        elif len(seq.generated) >= params.max_tokens:
-            self._finish(seq, "length")
-
-    def _emit(self, seq: Sequence, final: bool) -> bool:
-        """Send the new text; returns True when a stop string was reached (the text before it is sent)."""
-        text = self.tokenizer.decode(seq.generated, skip_special_tokens=not seq.params.keep_special)
-        stops = seq.params.stop
-        safe = len(text)
-        hit = False
-        if stops:
-            search_from = max(0, seq.emitted_chars - max(len(s) for s in stops))
-            found = [i for i in (text.find(s, search_from) for s in stops) if i >= 0]
-            if found:
-                safe, hit = min(found), True
-            elif not final:
-                safe = len(text) - _held_back(text, stops)
-        if not final and not hit and text.endswith("\ufffd"):
-            safe = min(safe, len(text) - 1)  # an incomplete UTF-8 character: wait for its next bytes
-        if safe > seq.emitted_chars:
-            seq.sink.on_text(seq, text[seq.emitted_chars:safe])
-            seq.emitted_chars = safe
-        return hit
-
-    @staticmethod
-    def _finish(seq: Sequence, reason: str) -> None:
-        seq.finish_reason = reason
-        seq.sink.on_finish(seq, reason)
+        self._after_token(seq, grammar_done=grammar_done)
 
 
 def _left_pad(tensor: Any, width: int, dim: int = 2) -> Any:
@@ -466,13 +318,3 @@ def _left_pad(tensor: Any, width: int, dim: int = 2) -> Any:
     shape[dim] = missing
     return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
 
-
-def _held_back(text: str, stops: tuple[str, ...]) -> int:
-    """How many trailing characters of ``text`` could be the start of a stop string (not sent yet)."""
-    longest = 0
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:size]):
-                longest = size
-                break
-    return longest
