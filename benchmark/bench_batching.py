@@ -1,21 +1,25 @@
-"""Does concurrency raise throughput? Embeddings (c=1 vs c=16) and the Transformers engine (c=1/4/8).
+"""Does concurrency raise throughput? Embeddings (c=1/4/16) and the Transformers engine (c=1/4/8/16).
 
 Both run through ``xinference-local`` over HTTP, like a user's traffic:
 
 - embeddings: the bundled all-MiniLM-L6-v2 (sentence-transformers engine, request batching); requests per second
-  with 1 and with 16 clients in flight, and the ratio (DESIGN target: c=16 >= 3x c=1);
+  and input tokens per second (the ``usage.prompt_tokens`` the server reports, summed, over the run's wall time)
+  with 1, 4 and 16 clients in flight, and the ratio to c=1 (DESIGN target: c=16 >= 3x c=1). Every run embeds
+  sentences no earlier run sent (seeded per run), so no cache anywhere can flatter a level;
 - Transformers: the bundled SmolLM2-135M GGUF converted to safetensors (``benchmark/_weights.py``), registered as a
   custom pytorch model and served by the Transformers engine with continuous batching; aggregate output tok/s at
-  c=1, 4 and 8 (target: c=8 >= 3x c=1).
+  c=1, 4, 8 and 16 and each level's ratio to c=1 (target: c=8 >= 3x c=1).
 
-    python -m benchmark.bench_batching [--json-out PATH]
+    python -m benchmark.bench_batching [--json-out PATH] [--only embeddings|transformers]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -28,41 +32,91 @@ from benchmark._weights import converted_smollm2
 from benchmark.bench_serving import build_prompts, run_benchmark
 from benchmark.stats import summarize
 
-__all__ = ["embedding_rates", "main", "run_batching", "transformers_rates"]
+__all__ = ["EMBEDDING_LEVELS", "TRANSFORMERS_LEVELS", "embedding_rates", "fresh_sentences", "main", "run_batching",
+           "transformers_rates"]
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-SENTENCES = [f"Sentence number {i} talks about a {w} near the river." for i, w in
-             enumerate(["cat", "dog", "boat", "bridge", "tree", "house", "bird", "train"] * 8)]
+EMBEDDING_LEVELS = (1, 4, 16)
+TRANSFORMERS_LEVELS = (1, 4, 8, 16)
+
+_WORDS = (
+    "river", "engine", "quietly", "harbour", "lantern", "orbit", "copper", "meadow", "signal", "winter", "ledger",
+    "falcon", "thunder", "garden", "matrix", "velvet", "canyon", "pilot", "marble", "echo", "harvest", "circuit",
+    "glacier", "beacon", "saddle", "compass", "orchard", "violin", "tunnel", "prism", "anchor", "desert", "ember",
+    "fabric", "granite", "island", "jasmine", "kettle", "lagoon", "mosaic", "nectar", "oyster", "pepper", "quartz",
+    "ribbon", "summit", "timber", "umbrella", "valley", "walnut", "yonder", "zephyr", "carefully", "rapidly",
+    "under", "over", "beside", "through", "the", "a", "every", "some", "bright", "hollow", "ancient", "restless",
+)
 
 
-async def _embedding_run(api: str, concurrency: int, requests: int) -> float:
-    """Requests per second for ``requests`` single-sentence embedding calls with ``concurrency`` in flight."""
+def fresh_sentences(count: int, seed: int, min_words: int = 4, max_words: int = 48) -> list[str]:
+    """``count`` sentences of varied length that no other ``seed`` produces (the seed is written into each one).
+
+    Lengths are spread over ``min_words``..``max_words`` so padding inside a shared forward pass is part of what
+    is measured, as with real traffic.
+    """
+    rng = random.Random(seed)
+    out = []
+    for index in range(count):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(min_words, max_words))]
+        out.append(f"Note {seed}-{index}: " + " ".join(words) + ".")
+    return out
+
+
+async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmup: list[str]) -> dict[str, float]:
+    """One level: every sentence sent as its own request with ``concurrency`` in flight; rates over the wall time."""
     limit = asyncio.Semaphore(concurrency)
+    tokens = 0
     async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
 
-        async def one(i: int) -> None:
+        async def one(text: str) -> int:
             async with limit:
-                response = await client.post(f"{api}/embeddings",
-                                             json={"model": EMBEDDING_MODEL, "input": SENTENCES[i % len(SENTENCES)]})
+                response = await client.post(f"{api}/embeddings", json={"model": EMBEDDING_MODEL, "input": text})
                 response.raise_for_status()
+                used: int = response.json()["usage"]["prompt_tokens"]
+                return used
 
-        await asyncio.gather(*(one(i) for i in range(min(8, requests))))  # warm-up
+        await asyncio.gather(*(one(text) for text in warmup))
         started = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(requests)))
-        return requests / (time.perf_counter() - started)
+        tokens = sum(await asyncio.gather(*(one(text) for text in sentences)))
+        elapsed = time.perf_counter() - started
+    return {"req_s": len(sentences) / elapsed, "tok_s": tokens / elapsed}
 
 
-def embedding_rates(api: str, requests: int = 96) -> dict[str, float]:
+def embedding_rates(api: str, requests: int = 96, levels: tuple[int, ...] = EMBEDDING_LEVELS,
+                    seed: int | None = None) -> dict[str, float]:
+    """Launch the bundled embedding model, measure each level, unload it.
+
+    Returns ``c{level}_req_s`` and ``c{level}_tok_s`` for every level, ``ratio`` (c=16 over c=1 requests/s, the
+    DESIGN figure) and ``ratio_tok`` (the same for tokens/s); ``ratio_c{level}`` for the other levels.
+    """
     response = httpx.post(f"{api}/models", json={"model_name": EMBEDDING_MODEL, "model_type": "embedding"},
                           timeout=300)
     response.raise_for_status()
-    c1 = asyncio.run(_embedding_run(api, 1, requests))
-    c16 = asyncio.run(_embedding_run(api, 16, requests))
-    httpx.delete(f"{api}/models/{EMBEDDING_MODEL}", timeout=60)
-    return {"c1_req_s": c1, "c16_req_s": c16, "ratio": c16 / c1}
+    base = seed if seed is not None else time.time_ns() % 1_000_000_007
+    seeds = itertools.count(base * 100)
+    results: dict[str, float] = {}
+    try:
+        for level in levels:
+            warmup = fresh_sentences(min(8, requests), next(seeds))
+            rates = asyncio.run(_embedding_run(api, level, fresh_sentences(requests, next(seeds)), warmup))
+            results[f"c{level}_req_s"] = rates["req_s"]
+            results[f"c{level}_tok_s"] = rates["tok_s"]
+    finally:
+        httpx.delete(f"{api}/models/{EMBEDDING_MODEL}", timeout=60)
+    low, high = min(levels), max(levels)
+    for level in levels:
+        if level != low:
+            results[f"ratio_c{level}"] = results[f"c{level}_req_s"] / results[f"c{low}_req_s"]
+    results["ratio"] = results[f"c{high}_req_s"] / results[f"c{low}_req_s"]
+    results["ratio_tok"] = results[f"c{high}_tok_s"] / results[f"c{low}_tok_s"]
+    return results
 
 
-def transformers_rates(api: str, max_tokens: int = 32, levels: tuple[int, ...] = (1, 4, 8)) -> dict[str, Any]:
+def transformers_rates(api: str, max_tokens: int = 32,
+                       levels: tuple[int, ...] = TRANSFORMERS_LEVELS) -> dict[str, Any]:
+    """Output tok/s of the Transformers engine at each level (``c{level}_tok_s``, ``c{level}_errors``) and each
+    level's ratio to c=1 (``ratio_c{level}_c1``; ``ratio_c8_c1`` is the DESIGN figure)."""
     folder = converted_smollm2()
     family = {"model_name": "smollm2-pytorch-bench", "model_ability": ["chat", "generate"], "context_length": 2048,
               "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
@@ -72,38 +126,57 @@ def transformers_rates(api: str, max_tokens: int = 32, levels: tuple[int, ...] =
                                                  "max_num_seqs": max(levels)}, timeout=300)
     launched.raise_for_status()
     results: dict[str, Any] = {}
+    try:
+        for level in levels:
+            prompts = build_prompts(2 * level, seed=level)
+            asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts[:1], 1, 4))  # warm-up
+            runs, wall = asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts, level, max_tokens,
+                                                   ignore_eos=True))
+            summary = summarize(runs, wall)
+            results[f"c{level}_tok_s"] = summary["output_throughput"]
+            results[f"c{level}_errors"] = summary["errors"]
+    finally:
+        httpx.delete(f"{api}/models/smollm2-pytorch-bench", timeout=60)
+    low = min(levels)
     for level in levels:
-        prompts = build_prompts(2 * level, seed=level)
-        asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts[:1], 1, 4))  # warm-up
-        runs, wall = asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts, level, max_tokens,
-                                               ignore_eos=True))
-        summary = summarize(runs, wall)
-        results[f"c{level}_tok_s"] = summary["output_throughput"]
-        results[f"c{level}_errors"] = summary["errors"]
-    results["ratio_c8_c1"] = results[f"c{max(levels)}_tok_s"] / results["c1_tok_s"]
-    httpx.delete(f"{api}/models/smollm2-pytorch-bench", timeout=60)
+        if level != low and results[f"c{low}_tok_s"]:
+            results[f"ratio_c{level}_c{low}"] = results[f"c{level}_tok_s"] / results[f"c{low}_tok_s"]
     return results
 
 
-def run_batching() -> dict[str, Any]:
-    """Both measurements on a fresh ``xinference-local``."""
+def run_batching(parts: tuple[str, ...] = ("embeddings", "transformers")) -> dict[str, Any]:
+    """The measurements named in ``parts`` on a fresh ``xinference-local``."""
     with tempfile.TemporaryDirectory() as home:
         platform = start_platform(Path(home))
         try:
-            return {"embeddings": embedding_rates(platform.api), "transformers": transformers_rates(platform.api)}
+            report: dict[str, Any] = {}
+            if "embeddings" in parts:
+                report["embeddings"] = embedding_rates(platform.api)
+            if "transformers" in parts:
+                report["transformers"] = transformers_rates(platform.api)
+            return report
         finally:
             platform.stop()
+
+
+def _levels_line(rates: dict[str, Any], key: str, levels: tuple[int, ...]) -> str:
+    return ", ".join(f"c={level} {rates[f'c{level}_{key}']:.1f}" for level in levels)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--only", choices=["embeddings", "transformers"], default=None)
     args = parser.parse_args()
-    report = run_batching()
-    emb, tf = report["embeddings"], report["transformers"]
-    print(f"embeddings req/s: c=1 {emb['c1_req_s']:.1f}, c=16 {emb['c16_req_s']:.1f} ({emb['ratio']:.2f}x)")
-    print(f"Transformers tok/s: c=1 {tf['c1_tok_s']:.1f}, c=4 {tf['c4_tok_s']:.1f}, c=8 {tf['c8_tok_s']:.1f} "
-          f"({tf['ratio_c8_c1']:.2f}x)")
+    report = run_batching((args.only,) if args.only else ("embeddings", "transformers"))
+    if "embeddings" in report:
+        emb = report["embeddings"]
+        print(f"embeddings req/s: {_levels_line(emb, 'req_s', EMBEDDING_LEVELS)} ({emb['ratio']:.2f}x)")
+        print(f"embeddings tok/s: {_levels_line(emb, 'tok_s', EMBEDDING_LEVELS)} ({emb['ratio_tok']:.2f}x)")
+    if "transformers" in report:
+        tf = report["transformers"]
+        ratios = ", ".join(f"c={level} {tf[f'ratio_c{level}_c1']:.2f}x" for level in TRANSFORMERS_LEVELS[1:])
+        print(f"Transformers tok/s: {_levels_line(tf, 'tok_s', TRANSFORMERS_LEVELS)} (vs c=1: {ratios})")
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))
 

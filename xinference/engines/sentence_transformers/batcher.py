@@ -2,12 +2,17 @@
 
 Each request submits its list of inputs and awaits their results. A collector task takes every pending request
 and runs the flattened inputs through the model in forward passes of at most ``max_batch_size`` inputs, on one
-worker thread so the event loop stays free. While requests are concurrent it first waits a short window (counted
-from the oldest pending request's arrival) for more to join; requests that arrive while a pass runs join the next
-one without waiting, so a busy model batches naturally, and a lone client never waits for company.
+worker thread so the event loop stays free. While requests are concurrent it first waits for more to join: the
+window stays open ``window_s`` after the latest arrival, so it grows only while requests keep arriving, and never
+past ``max_window_s`` from the oldest one. Requests that arrive while a pass runs join the next one, so a busy model
+batches naturally, and a lone client (one request at a time) never waits for company that is not coming.
 
 A request's inputs stay together in one round; a request larger than ``max_batch_size`` is split over several
 passes of the same round. ``stats`` counts the forward passes, so tests can observe batching without timing.
+
+Failures reach the caller as the platform's errors: a request that meets a closed batcher (the model is being
+unloaded), queued or in a forward pass, gets :class:`~xinference.errors.ModelUnavailable` (503); whatever the
+forward raises is raised to every request of its pass unchanged (the engine translates backend errors itself).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
+
+from xinference.errors import EngineError, ModelUnavailable
 
 __all__ = ["BatchStats", "Batcher"]
 
@@ -40,6 +47,9 @@ class BatchStats:
     max_requests_per_pass: int = 0
     #: forward passes that served more than one request
     shared_passes: int = 0
+    #: rounds that waited for company (the window opened), and those that went at once
+    windows_opened: int = 0
+    rounds_without_window: int = 0
 
 
 @dataclass
@@ -55,6 +65,9 @@ class Batcher(Generic[In, Out]):
     ``forward(inputs)`` runs on the worker thread (``executor``, which should have one thread; by default the
     batcher makes its own) and returns one result per input, in order; whatever it raises is
     raised to every request of that pass. Create and use the batcher on one event loop; ``close()`` when done.
+
+    ``window_s`` is the quiet gap that closes the window (no arrival for that long), ``max_window_s`` (default:
+    four gaps) the longest a round waits for company in all.
     """
 
     def __init__(
@@ -63,6 +76,7 @@ class Batcher(Generic[In, Out]):
         *,
         max_batch_size: int,
         window_s: float,
+        max_window_s: float | None = None,
         executor: ThreadPoolExecutor | None = None,
         name: str = "batcher",
     ) -> None:
@@ -71,6 +85,8 @@ class Batcher(Generic[In, Out]):
         self._forward = forward
         self.max_batch_size = max_batch_size
         self.window_s = max(0.0, window_s)
+        self.max_window_s = max(self.window_s, 4 * self.window_s if max_window_s is None else max_window_s)
+        self._serving: list[_Pending[In, Out]] = []
         self._pending: list[_Pending[In, Out]] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -78,6 +94,7 @@ class Batcher(Generic[In, Out]):
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._closed = False
+        self._name = name
         self._concurrent = True  # until a round shows otherwise, give the first requests the window
         self.stats = BatchStats()
 
@@ -88,7 +105,7 @@ class Batcher(Generic[In, Out]):
     async def submit(self, inputs: list[In]) -> list[Out]:
         """Queue ``inputs`` (one request) and wait for their results."""
         if self._closed:
-            raise RuntimeError("the batcher is closed")
+            raise self._closed_error()
         if not inputs:
             return []
         loop = asyncio.get_running_loop()
@@ -102,19 +119,29 @@ class Batcher(Generic[In, Out]):
         return await future
 
     async def close(self) -> None:
-        """Stop collecting; requests still queued fail with ``RuntimeError``. Idempotent."""
+        """Stop collecting; requests still queued or in a forward pass fail with ModelUnavailable. Idempotent.
+
+        A forward pass already running on the worker thread is not interrupted (torch cannot be); its results are
+        dropped.
+        """
         self._closed = True
+        serving = self._serving  # the collector's ``finally`` forgets the round as it is cancelled
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for pending in self._pending:
+        for pending in [*serving, *self._pending]:
             if not pending.future.done():
-                pending.future.set_exception(RuntimeError("the model was unloaded"))
+                pending.future.set_exception(self._closed_error())
+        self._serving = []
         self._pending.clear()
         if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _closed_error(self) -> ModelUnavailable:
+        return ModelUnavailable(f"{self._name}: the model is being unloaded; retry once it is running again",
+                                retry_after=1.0)
 
     # -- collector --------------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -133,16 +160,20 @@ class Batcher(Generic[In, Out]):
                 self._wakeup.set()
 
     async def _collect(self) -> None:
-        """Wait until the window (counted from the oldest pending request) closes or a full batch is queued.
+        """Wait until no request arrived for ``window_s``, ``max_window_s`` passed since the oldest pending one
+        arrived, or a full batch is queued.
 
-        The window only opens while requests are concurrent (the previous round served several): a lone client
-        sending one request at a time never waits for company that is not coming.
+        The window only opens while requests are concurrent (the previous round served several, or more came
+        while it ran): a lone client sending one request at a time never waits.
         """
         assert self._wakeup is not None
-        if not self._concurrent:
+        if not self._concurrent or self.window_s <= 0:
+            self.stats.rounds_without_window += 1
             return
-        deadline = self._pending[0].arrived + self.window_s
+        self.stats.windows_opened += 1
+        limit = self._pending[0].arrived + self.max_window_s
         while self._queued() < self.max_batch_size:
+            deadline = min(self._pending[-1].arrived + self.window_s, limit)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
@@ -179,19 +210,22 @@ class Batcher(Generic[In, Out]):
             owners.extend([index] * len(pending.inputs))
         loop = asyncio.get_running_loop()
         results: list[Out] = []
+        self._serving = round_
         try:
             for start in range(0, len(flat), self.max_batch_size):
                 chunk = flat[start : start + self.max_batch_size]
                 self._count(len(set(owners[start : start + self.max_batch_size])), len(chunk))
                 out = await loop.run_in_executor(self._executor, self._forward, chunk)
                 if len(out) != len(chunk):
-                    raise RuntimeError(f"forward returned {len(out)} results for {len(chunk)} inputs")
+                    raise EngineError(f"{self._name}: the model returned {len(out)} results for {len(chunk)} inputs")
                 results.extend(out)
         except Exception as exc:  # noqa: BLE001 - the forward's error belongs to every request of the round
             for pending in round_:
                 if not pending.future.done():
                     pending.future.set_exception(exc)
             return
+        finally:
+            self._serving = []
         offset = 0
         for pending in round_:
             size = len(pending.inputs)

@@ -5,7 +5,11 @@ One adapter serves both model types: an ``embedding`` family loads a ``SentenceT
 requests share forward passes (the model runs on one worker thread; the actor's event loop stays free).
 
 Inputs longer than the model's maximum are truncated, as sentence-transformers does; usage counts the tokens the
-model actually saw. Token-array inputs (OpenAI's ``input: [[id, ...]]``) are the model's own token ids: they are
+model actually saw. Each forward pass tokenizes its texts once: the token lengths give the usage and the plan of
+sub-batches (:mod:`.grouping`: sorted by length so little compute goes to padding), and the same token ids are
+padded per sub-batch and run through the model. A model whose own ``encode`` does more than that (a default
+prompt, another input module) is noticed by a check at load, and then runs through ``encode`` per sub-batch.
+Token-array inputs (OpenAI's ``input: [[id, ...]]``) are the model's own token ids: they are
 decoded with its tokenizer and embedded like text.
 """
 
@@ -26,7 +30,9 @@ from xinference.engines.sentence_transformers.batcher import Batcher
 from xinference.engines.sentence_transformers.config import (
     ResolvedSentenceTransformersConfig,
     SentenceTransformersConfig,
+    usable_cores,
 )
+from xinference.engines.sentence_transformers.grouping import plan_groups
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelUnavailable, XinferenceError
 
 __all__ = ["SentenceTransformersEngine"]
@@ -61,6 +67,8 @@ class SentenceTransformersEngine(Engine):
     _batcher: Batcher[Any, Any] | None = None
     _max_length: int = 512
     _dimensions: int | None = None
+    #: whether this model's embeddings come from padding our token ids and calling the model (checked at load)
+    _direct: bool = False
 
     @classmethod
     def check_lib(cls) -> Verdict:
@@ -74,7 +82,8 @@ class SentenceTransformersEngine(Engine):
     # -- life cycle ----------------------------------------------------------------------------------------------
     async def load(self) -> None:
         assert isinstance(self.config, SentenceTransformersConfig)
-        self.resolved = self.config.resolve(cpu_count=self.hardware.cpu_count, gpu=self.hardware.cuda_available)
+        cores = usable_cores(self.hardware.cpu_count)
+        self.resolved = self.config.resolve(cpu_count=cores, gpu=self.hardware.cuda_available)
         # Weights are always local here: never let the hub client reach for the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         logger.info("loading %s with sentence-transformers: %s", self.model_uid, self.resolved.model_dump())
@@ -115,6 +124,8 @@ class SentenceTransformersEngine(Engine):
             self._max_length = int(limit)
             getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
             self._dimensions = getter()
+            model.eval()
+            self._direct = self._direct_path_matches(model)
         else:
             from sentence_transformers import CrossEncoder
 
@@ -142,31 +153,85 @@ class SentenceTransformersEngine(Engine):
         return self._batcher
 
     # -- forward passes (worker thread) ------------------------------------------------------------------------
-    def _count_tokens(self, first: list[str], second: list[str] | None = None) -> list[int]:
+    def _tokenize(self, first: list[str], second: list[str] | None = None) -> dict[str, list[list[int]]]:
+        """Token ids (and the tokenizer's other per-token lists), truncated to the model's maximum, unpadded."""
         encoded = self._model.tokenizer(
             first, second, truncation=True, max_length=self._max_length, add_special_tokens=True
         )
-        return [len(ids) for ids in encoded["input_ids"]]
+        return {key: list(values) for key, values in encoded.items()}
+
+    def _padded(self, encoded: dict[str, list[list[int]]], group: list[int]) -> dict[str, Any]:
+        """The ``group`` rows of ``encoded`` as tensors on the model's device, padded to the group's longest."""
+        import torch
+
+        tokenizer = self._model.tokenizer
+        longest = max(len(encoded["input_ids"][i]) for i in group)
+        left = getattr(tokenizer, "padding_side", "right") == "left"
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        features: dict[str, Any] = {}
+        for key, values in encoded.items():
+            fill = pad_id if key == "input_ids" else 0
+            rows = []
+            for i in group:
+                padding = [fill] * (longest - len(values[i]))
+                rows.append(padding + values[i] if left else values[i] + padding)
+            features[key] = torch.tensor(rows, dtype=torch.long, device=self.resolved.device)
+        return features
+
+    def _embed_group(self, texts: list[str], encoded: dict[str, list[list[int]]], group: list[int]) -> Any:
+        if self._direct:
+            output = self._model(self._padded(encoded, group))["sentence_embedding"]
+            return output.float().cpu().numpy()
+        return self._model.encode([texts[i] for i in group], batch_size=len(group), convert_to_numpy=True,
+                                  show_progress_bar=False)
 
     def _embed_forward(self, texts: list[str]) -> list[tuple[Any, int]]:
         import torch
 
         with _backend_errors(), torch.inference_mode():
-            vectors = self._model.encode(
-                texts, batch_size=len(texts), convert_to_numpy=True, show_progress_bar=False
-            )
-            counts = self._count_tokens(texts)
-        return list(zip(vectors, counts, strict=True))
+            encoded = self._tokenize(texts)
+            lengths = [len(ids) for ids in encoded["input_ids"]]
+            vectors: list[Any] = [None] * len(texts)
+            for group in plan_groups(lengths):
+                for index, vector in zip(group, self._embed_group(texts, encoded, group), strict=True):
+                    vectors[index] = vector
+        return list(zip(vectors, lengths, strict=True))
+
+    def _direct_path_matches(self, model: Any) -> bool:
+        """Whether padding our own token ids and calling ``model`` gives what ``model.encode`` gives (load time)."""
+        import numpy as np
+        import torch
+
+        probe = ["probe", "a longer probe sentence, to check that padding is masked out"]
+        saved, self._model = self._model, model
+        try:
+            with torch.inference_mode():
+                encoded = self._tokenize(probe)
+                ours = model(self._padded(encoded, [0, 1]))["sentence_embedding"].float().cpu().numpy()
+                theirs = model.encode(probe, batch_size=2, convert_to_numpy=True, show_progress_bar=False)
+            same = bool(np.allclose(ours, theirs, atol=1e-4))
+        except Exception as exc:  # noqa: BLE001 - any failure just means: use encode
+            logger.info("%s: embedding through encode (own tokens failed: %s)", self.model_uid, exc)
+            return False
+        finally:
+            self._model = saved
+        if not same:
+            logger.info("%s: embedding through encode (its encode does more than the model's forward)", self.model_uid)
+        return same
 
     def _rerank_forward(self, pairs: list[tuple[str, str]]) -> list[tuple[float, int]]:
         import torch
 
         with _backend_errors(), torch.inference_mode():
-            scores = self._model.predict(
-                pairs, batch_size=len(pairs), convert_to_numpy=True, show_progress_bar=False
-            )
-            counts = self._count_tokens([q for q, _ in pairs], [d for _, d in pairs])
-        return [(float(s), n) for s, n in zip(scores, counts, strict=True)]
+            encoded = self._tokenize([q for q, _ in pairs], [d for _, d in pairs])
+            counts = [len(ids) for ids in encoded["input_ids"]]
+            scores: list[float] = [0.0] * len(pairs)
+            for group in plan_groups(counts):
+                values = self._model.predict([pairs[i] for i in group], batch_size=len(group),
+                                             convert_to_numpy=True, show_progress_bar=False)
+                for index, value in zip(group, values, strict=True):
+                    scores[index] = float(value)
+        return list(zip(scores, counts, strict=True))
 
     # -- embeddings ----------------------------------------------------------------------------------------------
     async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
