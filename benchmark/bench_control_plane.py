@@ -14,6 +14,9 @@ Measures, on this machine::
 * a tiny non-streamed completion (``max_tokens`` 1, cached prompt) through the platform vs the raw engine.
 
 Every server is started fresh in a temporary ``XINFERENCE_HOME`` and stopped at the end.
+
+The same figures per engine (install, launch, first token for llama.cpp, Transformers, vLLM and MLX) are in
+:mod:`benchmark.engine_launch`.
 """
 
 from __future__ import annotations
