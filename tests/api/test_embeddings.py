@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("sentence_transformers")
 
+from tests.api.openapi_schema import assert_matches_openapi  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
 
 UID = "all-MiniLM-L6-v2"
@@ -69,6 +70,8 @@ def test_raw_http_shapes(local_server: LocalServer, embedding_uid: str) -> None:
 
     same = post(local_server, {"model": embedding_uid, "input": "hello world", "dimensions": 384})
     assert same.status_code == 200
+    for answer in (body, b64):  # both encodings match the schema the OpenAPI document publishes
+        assert_matches_openapi(local_server.endpoint, "post", "/v1/embeddings", answer)
 
 
 @pytest.mark.parametrize("body, param", [

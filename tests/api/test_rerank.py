@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("sentence_transformers")
 
+from tests.api.openapi_schema import assert_matches_openapi  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
 from tests.engines.test_sentence_transformers import build_tiny_cross_encoder  # noqa: E402
 
@@ -59,6 +60,7 @@ def test_tiny_local_cross_encoder_orders_by_its_scores(local_server, rerank_uid,
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == {"id", "results", "meta"} and body["id"]
+    assert_matches_openapi(local_server.endpoint, "post", "/v1/rerank", body)
     order = [r["index"] for r in body["results"]]
     assert order == sorted(range(len(DOCS)), key=lambda i: -expected_scores[i])
     scores = [r["relevance_score"] for r in body["results"]]

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from xinference.api.errors import validation_message
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.api.protocol.function_tools import check_parameters_schema, check_tool_name, function_tool
 from xinference.api.protocol.generation import ChatCompletionRequest
 from xinference.errors import InvalidRequest, UnsupportedOption
 
-__all__ = ["AnthropicMessage", "ChatTranslation", "CountTokensRequest", "MessagesRequest"]
+__all__ = [
+    "AnthropicMessage", "ChatTranslation", "CountTokensRequest", "Message", "MessagesRequest", "TokenCount",
+]
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 #: Block types of Anthropic's API that have no meaning for a self-hosted model.
@@ -389,3 +391,49 @@ class CountTokensRequest(_MessagesInput):
 
     def to_chat(self) -> ChatTranslation:
         return self._chat_request()
+
+
+# -- responses (non-streamed; a stream sends the events listed in ``serving/messages_stream.py``) ---------------------
+class TextBlock(ResponseBody):
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingBlock(ResponseBody):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class ToolUseBlock(ResponseBody):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class MessageUsage(ResponseBody):
+    input_tokens: int
+    output_tokens: int
+
+
+ContentBlock = Annotated[Union[TextBlock, ThinkingBlock, ToolUseBlock], Field(discriminator="type")]
+
+
+class Message(ResponseBody):
+    """The body of a non-streamed ``POST /v1/messages``: thinking, then text, then tool_use blocks."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[ContentBlock]
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"] | None
+    stop_sequence: str | None = None
+    usage: MessageUsage
+
+
+class TokenCount(ResponseBody):
+    """The body of ``POST /v1/messages/count_tokens``."""
+
+    input_tokens: int

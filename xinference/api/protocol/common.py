@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = ["OpenAIRequest"]
+__all__ = ["OpenAIRequest", "ResponseBody"]
 
 logger = logging.getLogger("xinference.api.protocol")
 #: field names already logged (bounded: clients choose the names, so a client could otherwise grow it forever)
@@ -32,3 +32,11 @@ class OpenAIRequest(BaseModel):
                 _reported.add(key)
                 logger.info("ignoring unsupported field %r in %s", name, type(self).__name__)
         return self
+
+
+class ResponseBody(BaseModel):
+    """Base of the response models: they describe the bodies in the OpenAPI document (``response_model=``), and
+    tests check real answers against them. Routes send the engines' dicts as they are (no validation per request:
+    these bodies can be large); fields an engine adds beyond the documented ones are allowed."""
+
+    model_config = ConfigDict(extra="allow")

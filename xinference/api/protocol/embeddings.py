@@ -10,9 +10,9 @@ from typing import Any, Literal, Union
 
 from pydantic import Field, field_validator
 
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 
-__all__ = ["MAX_EMBEDDING_INPUTS", "EmbeddingRequest"]
+__all__ = ["MAX_EMBEDDING_INPUTS", "EmbeddingList", "EmbeddingRequest"]
 
 #: OpenAI's own limit on the number of inputs of one request.
 MAX_EMBEDDING_INPUTS = 2048
@@ -52,3 +52,24 @@ class EmbeddingRequest(OpenAIRequest):
 
     def to_engine_params(self) -> dict[str, Any]:
         return {"input": self.input, "encoding_format": self.encoding_format, "dimensions": self.dimensions}
+
+
+class Embedding(ResponseBody):
+    object: Literal["embedding"]
+    index: int
+    embedding: Union[list[float], str] = Field(description="floats, or base64 of little-endian float32 with "
+                                                           "encoding_format=base64")
+
+
+class EmbeddingUsage(ResponseBody):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(ResponseBody):
+    """The body of ``POST /v1/embeddings``: one vector per input, in input order."""
+
+    object: Literal["list"]
+    data: list[Embedding]
+    model: str
+    usage: EmbeddingUsage

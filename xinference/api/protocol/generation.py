@@ -10,10 +10,13 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.errors import UnsupportedOption
 
-__all__ = ["ChatCompletionRequest", "ChatMessage", "CompletionRequest", "StreamOptions"]
+__all__ = [
+    "ChatCompletion", "ChatCompletionRequest", "ChatMessage", "Completion", "CompletionRequest", "StreamOptions",
+    "Usage",
+]
 
 
 class StreamOptions(BaseModel):
@@ -139,3 +142,67 @@ class CompletionRequest(_SamplingRequest):
         params = self._common_params(_COMMON)
         params["prompt"] = self.prompt
         return params
+
+
+# -- responses (non-streamed; a stream sends ``chat.completion.chunk`` / ``text_completion`` frames) -------------------
+class Usage(ResponseBody):
+    """Token counts of one request."""
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    total_tokens: int
+
+
+class ToolCallFunction(ResponseBody):
+    name: str
+    arguments: str = Field(description="the arguments as a JSON string, as the model wrote them")
+
+
+class ToolCall(ResponseBody):
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class AssistantMessage(ResponseBody):
+    role: Literal["assistant"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    # -- extension: reasoning models' thinking, split from the answer (DeepSeek's name) -------------------------
+    reasoning_content: str | None = None
+
+
+class ChatChoice(ResponseBody):
+    index: int
+    message: AssistantMessage
+    logprobs: dict[str, Any] | None = None
+    finish_reason: str | None = Field(description="stop, length or tool_calls")
+
+
+class ChatCompletion(ResponseBody):
+    """The body of a non-streamed ``POST /v1/chat/completions``."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(ResponseBody):
+    index: int
+    text: str
+    logprobs: dict[str, Any] | None = None
+    finish_reason: str | None = Field(description="stop or length")
+
+
+class Completion(ResponseBody):
+    """The body of a non-streamed ``POST /v1/completions``."""
+
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None

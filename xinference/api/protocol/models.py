@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.spec import validate_model_name
 
-__all__ = ["AddReplicasRequest", "LaunchModelRequest"]
+__all__ = ["AddReplicasRequest", "LaunchModelRequest", "ModelCard", "ModelList"]
 
 #: Official-client fields that must be null (or neutral) for now, with why.
 _NOT_YET: dict[str, str] = {
@@ -148,3 +148,32 @@ class AddReplicasRequest(BaseModel):
             raise UnsupportedOption("replica_config may only name one worker_ip", param="replica_config")
         worker: str | None = devices[0].get("worker_ip")
         return worker
+
+
+class ModelCard(ResponseBody):
+    """A running model, as ``GET /v1/models`` lists it and ``GET /v1/models/{uid}`` describes it: OpenAI's fields,
+    then what clients size and pick models by; the other Xinference fields follow (see ``model_entry``)."""
+
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    # -- Xinference ----------------------------------------------------------------------------------------------
+    model_uid: str
+    model_type: str
+    model_name: str
+    model_ability: list[str]
+    abilities: list[str] = Field(description="model_ability, plus tools and reasoning where the platform parses them")
+    context_length: int | None = Field(description="tokens one request may use on the running model")
+    model_context_length: int | None = None
+    model_engine: str
+    engine: str | None = None
+    status: str
+    replica: int
+
+
+class ModelList(ResponseBody):
+    """The body of ``GET /v1/models``."""
+
+    object: Literal["list"]
+    data: list[ModelCard]

@@ -10,10 +10,10 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.errors import UnsupportedOption
 
-__all__ = ["MAX_RERANK_DOCUMENTS", "RerankDocument", "RerankRequest"]
+__all__ = ["MAX_RERANK_DOCUMENTS", "RerankDocument", "RerankList", "RerankRequest"]
 
 MAX_RERANK_DOCUMENTS = 10_000
 
@@ -57,3 +57,17 @@ class RerankRequest(OpenAIRequest):
             "top_n": self.top_n,
             "return_documents": bool(self.return_documents),
         }
+
+
+class RerankResult(ResponseBody):
+    index: int = Field(description="the document's position in the request")
+    relevance_score: float
+    document: RerankDocument | None = Field(default=None, description="with return_documents=true")
+
+
+class RerankList(ResponseBody):
+    """The body of ``POST /v1/rerank``: the documents best first (the ``top_n`` best when given)."""
+
+    id: str
+    results: list[RerankResult]
+    meta: dict[str, Any] | None = None

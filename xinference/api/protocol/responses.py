@@ -11,17 +11,17 @@ becomes ``response_format``. Items are checked one by one so that a malformed re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, ValidationError
 
 from xinference.api.errors import validation_message
-from xinference.api.protocol.common import OpenAIRequest
+from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.api.protocol.function_tools import check_parameters_schema, check_tool_name, function_tool
 from xinference.api.protocol.generation import ChatCompletionRequest
 from xinference.errors import InvalidRequest, UnsupportedOption
 
-__all__ = ["ResponsesRequest", "ResponsesTranslation"]
+__all__ = ["DeletedResponse", "InputItemList", "ResponseObject", "ResponsesRequest", "ResponsesTranslation"]
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -281,3 +281,85 @@ class ResponsesRequest(OpenAIRequest):
             message, where = validation_message(list(exc.errors()))
             raise InvalidRequest(message, param=where) from None
         return ResponsesTranslation(chat.to_engine_params(), items.messages, items.image_param)
+
+
+# -- responses (non-streamed; a stream sends the events listed in ``serving/responses_stream.py``) --------------------
+class OutputText(ResponseBody):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any] = Field(default_factory=list)
+
+
+class ReasoningText(ResponseBody):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class MessageItem(ResponseBody):
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    status: str
+    content: list[OutputText]
+
+
+class ReasoningItem(ResponseBody):
+    id: str
+    type: Literal["reasoning"]
+    summary: list[Any] = Field(default_factory=list)
+    content: list[ReasoningText]
+    status: str
+
+
+class FunctionCallItem(ResponseBody):
+    id: str
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str = Field(description="the arguments as a JSON string, as the model wrote them")
+    status: str
+
+
+class ResponseUsage(ResponseBody):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    input_tokens_details: dict[str, int] | None = None
+    output_tokens_details: dict[str, int] | None = None
+
+
+OutputItem = Annotated[Union[MessageItem, ReasoningItem, FunctionCallItem], Field(discriminator="type")]
+
+
+class ResponseObject(ResponseBody):
+    """The body of a non-streamed ``POST /v1/responses`` and of ``GET /v1/responses/{id}``."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["completed", "incomplete", "failed", "in_progress"]
+    model: str
+    output: list[OutputItem]
+    usage: ResponseUsage | None = None
+    error: dict[str, Any] | None = None
+    incomplete_details: dict[str, Any] | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+
+
+class InputItemList(ResponseBody):
+    """The body of ``GET /v1/responses/{id}/input_items``: the stored input items, a page at a time."""
+
+    object: Literal["list"]
+    data: list[dict[str, Any]]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class DeletedResponse(ResponseBody):
+    """The body of ``DELETE /v1/responses/{id}``."""
+
+    id: str
+    object: Literal["response"]
+    deleted: bool

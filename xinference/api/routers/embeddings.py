@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from xinference.api.protocol.embeddings import EmbeddingRequest
+from xinference.api.protocol.embeddings import EmbeddingList, EmbeddingRequest
 from xinference.api.serving.embeddings import EmbeddingService
 
 __all__ = ["attach_router"]
@@ -18,7 +18,7 @@ def _service(request: Request) -> EmbeddingService:
     return service
 
 
-@router.post("/v1/embeddings")
+@router.post("/v1/embeddings", response_model=EmbeddingList)
 async def create_embedding(body: EmbeddingRequest, request: Request) -> JSONResponse:
     return JSONResponse(await _service(request).create(body))
 

@@ -5,18 +5,16 @@ Errors on these paths are answered in Anthropic's shape (see :mod:`xinference.ap
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
-from xinference.api.protocol.anthropic import CountTokensRequest, MessagesRequest
+from xinference.api.protocol.anthropic import CountTokensRequest, Message, MessagesRequest, TokenCount
+from xinference.api.routers.dispatch import answer, streamed_200
 from xinference.api.serving.messages import MessagesService
 
 __all__ = ["attach_router"]
 
 router = APIRouter()
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def _service(request: Request) -> MessagesService:
@@ -24,19 +22,18 @@ def _service(request: Request) -> MessagesService:
     return service
 
 
-@router.post("/v1/messages")
-@router.post("/anthropic/v1/messages")
+@router.post("/v1/messages", response_model=Message,
+             responses=streamed_200("named events from `message_start` to `message_stop`"))
+@router.post("/anthropic/v1/messages", response_model=Message,
+             responses=streamed_200("named events from `message_start` to `message_stop`"))
 async def create_message(body: MessagesRequest, request: Request) -> Response:
-    result = await _service(request).create(body)
-    if isinstance(result, dict):
-        return JSONResponse(result)
-    return StreamingResponse(result, media_type="text/event-stream", headers=_SSE_HEADERS)
+    return await answer(request, body.stream, _service(request).create(body))
 
 
-@router.post("/v1/messages/count_tokens")
-@router.post("/anthropic/v1/messages/count_tokens")
-async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, Any]:
-    return await _service(request).count_tokens(body)
+@router.post("/v1/messages/count_tokens", response_model=TokenCount)
+@router.post("/anthropic/v1/messages/count_tokens", response_model=TokenCount)
+async def count_tokens(body: CountTokensRequest, request: Request) -> JSONResponse:
+    return JSONResponse(await _service(request).count_tokens(body))
 
 
 def attach_router(app: FastAPI) -> None:

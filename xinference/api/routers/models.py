@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
-from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
+from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest, ModelCard, ModelList
 from xinference.api.serving.models import ModelsService
 
 __all__ = ["attach_router"]
@@ -24,14 +26,14 @@ async def launch_model(body: LaunchModelRequest, request: Request, wait_ready: b
     return await _service(request).launch(body, wait_ready=wait_ready)
 
 
-@router.get("/v1/models")
-async def list_models(request: Request) -> dict[str, Any]:
-    return await _service(request).list()
+@router.get("/v1/models", response_model=ModelList)
+async def list_models(request: Request) -> JSONResponse:
+    return JSONResponse(jsonable_encoder(await _service(request).list()))
 
 
-@router.get("/v1/models/{model_uid}")
-async def describe_model(model_uid: str, request: Request) -> dict[str, Any]:
-    return await _service(request).describe(model_uid)
+@router.get("/v1/models/{model_uid}", response_model=ModelCard)
+async def describe_model(model_uid: str, request: Request) -> JSONResponse:
+    return JSONResponse(jsonable_encoder(await _service(request).describe(model_uid)))
 
 
 @router.get("/v1/models/{model_uid}/progress")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from xinference.api.protocol.rerank import RerankRequest
+from xinference.api.protocol.rerank import RerankList, RerankRequest
 from xinference.api.serving.rerank import RerankService
 
 __all__ = ["attach_router"]
@@ -18,7 +18,7 @@ def _service(request: Request) -> RerankService:
     return service
 
 
-@router.post("/v1/rerank")
+@router.post("/v1/rerank", response_model=RerankList)
 async def rerank(body: RerankRequest, request: Request) -> JSONResponse:
     return JSONResponse(await _service(request).create(body))
 
