@@ -2,7 +2,8 @@
 
 This machine has no GPU, so the ``nvidia-smi`` subprocess path is exercised end to end with a clearly named
 stand-in: a tiny shell script placed on ``PATH`` from a ``fake_nvidia_smi_bin`` tmp directory that prints
-canned CSV. Everything else runs the real detection or the pure parsers.
+canned CSV, and the NVML path with a stand-in ``pynvml`` module that counts its calls (``FakeNvml``).
+Everything else runs the real detection or the pure parsers.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import platform
 import shutil
 import stat
 import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
 
-from xinference.core import hardware
 from xinference.core.hardware import (
     GpuInfo,
     HardwareInfo,
@@ -27,7 +30,10 @@ from xinference.core.hardware import (
     parse_cgroup_cpu_max,
     parse_cuda_visible_devices,
     parse_nvidia_smi_csv,
+    reset_nvidia_probe,
 )
+from xinference.core.hardware import nvidia as nvidia_probe
+from xinference.core.hardware.host import normalize_arch
 
 MIB = 1024**2
 GIB = 1024**3
@@ -40,6 +46,14 @@ CANNED_CSV = (
     "0, NVIDIA A100-SXM4-80GB, 81920, 80000, GPU-aaaaaaaa-1111-2222-3333-444444444444, 550.54.15\n"
     "1, NVIDIA GeForce RTX 4090, 24564, 1024, GPU-bbbbbbbb-5555-6666-7777-888888888888, 550.54.15\n"
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_nvidia_probe() -> Iterator[None]:
+    """Each test starts without a kept NVML session or nvidia-smi answer, and leaves none behind."""
+    reset_nvidia_probe()
+    yield
+    reset_nvidia_probe()
 
 
 def _sample_info() -> HardwareInfo:
@@ -174,7 +188,7 @@ def test_convenience_properties_and_summary() -> None:
     [("x86_64", "x86_64"), ("AMD64", "x86_64"), ("aarch64", "arm64"), ("arm64", "arm64"), ("ppc64le", "ppc64le")],
 )
 def test_arch_names_are_normalized(machine: str, expected: str) -> None:
-    assert hardware._normalize_arch(machine) == expected
+    assert normalize_arch(machine) == expected
 
 
 # ------------------------------------------------------------------------------------------ parsers
@@ -360,6 +374,141 @@ def test_failing_fake_nvidia_smi_means_no_gpu(tmp_path: Path, monkeypatch: pytes
 @needs_fake_nvidia_smi
 def test_hanging_fake_nvidia_smi_times_out_to_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install_fake_nvidia_smi(tmp_path, monkeypatch, "exec sleep 30")
-    monkeypatch.setattr(hardware, "NVIDIA_SMI_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(nvidia_probe, "NVIDIA_SMI_TIMEOUT_S", 0.3)
     info = detect_hardware()
     assert info.gpus == () and not info.cuda_available
+
+
+# ------------------------------------------------ probe starts across repeated detections (heartbeats)
+
+
+def _counting_fake_nvidia_smi_body(counter: Path) -> str:
+    return f"echo run >> '{counter}'\n" + _canned_csv_body()
+
+
+@needs_fake_nvidia_smi
+def test_nvidia_smi_runs_once_across_heartbeats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = tmp_path / "runs.txt"
+    _install_fake_nvidia_smi(tmp_path, monkeypatch, _counting_fake_nvidia_smi_body(counter))
+    monkeypatch.setattr(nvidia_probe, "NVIDIA_SMI_REFRESH_S", 3600.0)
+
+    infos = [detect_hardware() for _ in range(5)]
+
+    assert counter.read_text().splitlines() == ["run"]
+    assert all(len(info.gpus) == 2 for info in infos)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # applied to the kept answer, not cached with it
+    assert [(gpu.index, gpu.physical_index) for gpu in detect_hardware().gpus] == [(0, 1)]
+    assert len(counter.read_text().splitlines()) == 1
+
+
+@needs_fake_nvidia_smi
+def test_nvidia_smi_answer_expires(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = tmp_path / "runs.txt"
+    _install_fake_nvidia_smi(tmp_path, monkeypatch, _counting_fake_nvidia_smi_body(counter))
+    monkeypatch.setattr(nvidia_probe, "NVIDIA_SMI_REFRESH_S", 0.0)
+    for _ in range(3):
+        detect_hardware()
+    assert len(counter.read_text().splitlines()) == 3
+
+
+@needs_fake_nvidia_smi
+def test_failing_nvidia_smi_is_not_rerun_each_heartbeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = tmp_path / "runs.txt"
+    _install_fake_nvidia_smi(tmp_path, monkeypatch, f"echo run >> '{counter}'\nexit 9")
+    monkeypatch.setattr(nvidia_probe, "NVIDIA_SMI_REFRESH_S", 3600.0)
+    assert all(detect_hardware().gpus == () for _ in range(4))
+    assert len(counter.read_text().splitlines()) == 1
+
+
+class FakeNvml(types.ModuleType):
+    """A STAND-IN ``pynvml`` module (this machine has no NVIDIA driver): two GPUs, and a count of every call.
+
+    ``free[i]`` is what the next memory read of GPU ``i`` answers; ``fail_memory`` makes memory reads raise.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("pynvml")
+        self.calls: dict[str, int] = {}
+        self.free = [80 * GIB, 1 * GIB]
+        self.fail_memory = False
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def nvmlInit(self) -> None:  # noqa: N802 - NVML's own spelling
+        self._count("init")
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self._count("shutdown")
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:  # noqa: N802
+        self._count("driver")
+        return b"550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+        return 12040
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        self._count("count")
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str:  # noqa: N802
+        self._count("name")
+        return ["NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4090"][handle]
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:  # noqa: N802
+        return f"GPU-{handle}{handle}{handle}{handle}-fake"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:  # noqa: N802
+        self._count("memory")
+        if self.fail_memory:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return types.SimpleNamespace(total=[80 * GIB, 24 * GIB][handle], free=self.free[handle])
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
+    fake = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="Apple silicon reports its own GPU, not NVIDIA's")
+def test_nvml_starts_once_and_rereads_only_memory(fake_nvml: FakeNvml) -> None:
+    first = detect_hardware()
+    fake_nvml.free = [10 * GIB, 2 * GIB]
+    later = [detect_hardware() for _ in range(4)]
+
+    assert fake_nvml.calls["init"] == 1
+    assert fake_nvml.calls.get("shutdown", 0) == 0
+    assert (fake_nvml.calls["count"], fake_nvml.calls["name"], fake_nvml.calls["driver"]) == (1, 2, 1)
+    assert fake_nvml.calls["memory"] == 2 + 2 * 5  # one probe round at start, then one read per GPU per call
+    assert [gpu.memory_free_bytes for gpu in first.gpus] == [80 * GIB, 1 * GIB]
+    assert [gpu.memory_free_bytes for gpu in later[-1].gpus] == [10 * GIB, 2 * GIB]  # fresh, not cached
+    assert later[-1].gpus[0].name == "NVIDIA A100-SXM4-80GB"
+    assert (later[-1].gpus[0].driver_version, later[-1].gpus[0].cuda_version) == ("550.54.15", "12.4")
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="Apple silicon reports its own GPU, not NVIDIA's")
+def test_broken_nvml_session_is_restarted(fake_nvml: FakeNvml) -> None:
+    assert len(detect_hardware().gpus) == 2
+    fake_nvml.fail_memory = True
+    lost = detect_hardware()
+    assert [gpu.memory_free_bytes for gpu in lost.gpus] == [0, 0]
+    assert fake_nvml.calls["shutdown"] == 1  # the broken session is closed...
+    fake_nvml.fail_memory = False
+    assert [gpu.memory_free_bytes for gpu in detect_hardware().gpus] == [80 * GIB, 1 * GIB]
+    assert fake_nvml.calls["init"] == 2  # ...and started again on the next call
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="Apple silicon reports its own GPU, not NVIDIA's")
+def test_forked_child_starts_its_own_nvml_session(fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> None:
+    detect_hardware()
+    monkeypatch.setattr(nvidia_probe.os, "getpid", lambda: -1)  # what a fork looks like to the kept session
+    detect_hardware()
+    assert fake_nvml.calls["init"] == 2
+    assert fake_nvml.calls.get("shutdown", 0) == 0  # the parent's session is not the child's to shut down
