@@ -20,7 +20,9 @@ from typing import Any
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.background import BackgroundTasks, FailureStreak
 from xinference.core.env_jobs import EnvJobs
+from xinference.core.exit_watch import ExitWatch
 from xinference.core.hardware import detect_hardware
 from xinference.core.model_actor import LOG_ENV, ModelActor
 from xinference.engines import envs
@@ -84,7 +86,10 @@ class WorkerActor(xo.StatelessActor):
         self._stopping = False
         self._replicas: dict[str, _Replica] = {}
         self._lock = asyncio.Lock()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks(logger)
+        self._exits = ExitWatch(main_pool)
+        self._heartbeats = FailureStreak(logger, "the heartbeat to the supervisor")
+        self._reports = FailureStreak(logger, "reporting to the supervisor")
         self._supervisor: Any = None
         self._envs = EnvJobs()
 
@@ -98,10 +103,10 @@ class WorkerActor(xo.StatelessActor):
 
             self._supervisor = await xo.actor_ref(address=self._supervisor_address, uid=SupervisorActor.default_uid())
             await self._supervisor.add_worker(self.address, await self.hardware())
-            self._tasks.append(asyncio.create_task(self._heartbeat()))
-        self._tasks.append(asyncio.create_task(self._watch_replicas()))
+            self._tasks.spawn(self._heartbeat(), "heartbeat")
+        self._tasks.spawn(self._watch_replicas(), "watch-replicas")
         if self._restore:
-            self._tasks.append(asyncio.create_task(self._relaunch_saved()))
+            self._tasks.spawn(self._relaunch_saved(), "relaunch-saved")
 
     def _state_file(self) -> Path:
         return settings.home_dir() / "worker" / "replicas.json"
@@ -133,8 +138,7 @@ class WorkerActor(xo.StatelessActor):
             await self._tell_supervisor("add_worker", self.address, await self.hardware(), reports)
 
     async def __pre_destroy__(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel_all()
         self._envs.shutdown()
 
     async def _heartbeat(self) -> None:
@@ -148,7 +152,9 @@ class WorkerActor(xo.StatelessActor):
                     reports = [r.report() for r in self._replicas.values() if not r.restarting and r.facts]
                     await self._supervisor.add_worker(self.address, hardware, reports)
             except Exception as exc:  # noqa: BLE001 - the supervisor may be down: keep serving, retry next beat
-                logger.debug("heartbeat failed: %s", exc)
+                self._heartbeats.failed(exc)  # a lasting outage is one WARNING, not one per beat
+            else:
+                self._heartbeats.succeeded()
 
     async def hardware(self) -> dict[str, Any]:
         """Fresh hardware facts (free memory changes as models come and go), with every engine's library verdict on
@@ -255,12 +261,12 @@ class WorkerActor(xo.StatelessActor):
             for replica in list(self._replicas.values()):
                 if replica.restarting or not replica.facts:
                     continue
-                code = self._exit_code(replica.address)
+                code = self._exit_code(replica.address, replica.facts.get("pid"))
                 if code is not None:
                     replica.restarting = True
-                    asyncio.create_task(self._recover(replica, code))
+                    self._tasks.spawn(self._recover(replica, code), f"recover-{replica.replica_uid}")
                 elif self._health_due(replica):
-                    asyncio.create_task(self._check_health(replica))
+                    self._tasks.spawn(self._check_health(replica), f"health-{replica.replica_uid}")
 
     def _health_due(self, replica: _Replica) -> bool:
         """Replicas whose engine has its own health check (a managed server) are asked every few seconds."""
@@ -322,7 +328,9 @@ class WorkerActor(xo.StatelessActor):
         try:
             await getattr(self._supervisor, method)(*args)
         except Exception as exc:  # noqa: BLE001 - the supervisor may be restarting; it re-adopts on re-register
-            logger.debug("could not report %s to the supervisor: %s", method, exc)
+            self._reports.failed(exc)
+        else:
+            self._reports.succeeded()
 
     async def launch_progress(self, replica_uid: str) -> float:
         """Load progress (0.0-1.0) of a replica being launched here; 0.0 before its model actor exists."""
@@ -395,8 +403,7 @@ class WorkerActor(xo.StatelessActor):
     async def shutdown(self) -> None:
         """Stop every replica and leave the cluster (orderly shutdown)."""
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
+        self._tasks.cancel_all()
         await asyncio.gather(*(self._discard(uid) for uid in list(self._replicas)), return_exceptions=True)
         if self._supervisor is not None and self._supervisor_address != self.address:
             try:
@@ -411,27 +418,32 @@ class WorkerActor(xo.StatelessActor):
             self._save_state()
 
     async def _remove_process(self, replica: _Replica) -> None:
+        """End a replica's subprocess (its engine unloads first when it still runs). A cancel that arrives while
+        the engine unloads still removes the process, then stays a cancel: the caller's task ends cancelled."""
         replica_uid = replica.replica_uid
         if not replica.address:
             return
+        cancelled: asyncio.CancelledError | None = None
         try:
-            if self._exit_code(replica.address) is None:  # still alive: let the engine unload first
-                    await asyncio.wait_for(xo.destroy_actor(await self._model_ref(replica.address)), timeout=10)
-        except BaseException:  # noqa: BLE001 - the process may already be gone; removal below is what matters
+            if self._exit_code(replica.address, replica.facts.get("pid")) is None:  # alive: unload first
+                await asyncio.wait_for(xo.destroy_actor(await self._model_ref(replica.address)), timeout=10)
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+        except Exception:  # noqa: BLE001 - the process may already be gone; removal below is what matters
             logger.debug("model actor of %s did not shut down cleanly", replica_uid, exc_info=True)
         try:
             await self._pool.remove_sub_pool(replica.address, timeout=5, force=True)
-        except BaseException:  # noqa: BLE001
+        except Exception:  # noqa: BLE001
             logger.warning("could not remove the subprocess of %s", replica_uid, exc_info=True)
+        if cancelled is not None:
+            raise cancelled
 
     @staticmethod
     async def _model_ref(address: str) -> Any:
         return await xo.actor_ref(address=address, uid=ModelActor.default_uid())
 
-    def _exit_code(self, address: str) -> int | None:
-        process = getattr(self._pool, "sub_processes", {}).get(address)
-        code = getattr(process, "returncode", None)
-        return code if isinstance(code, int) else None
+    def _exit_code(self, address: str, pid: int | None = None) -> int | None:
+        return self._exits.exit_code(address, pid)
 
     @staticmethod
     def _with_log(message: str, log_path: Path) -> str:

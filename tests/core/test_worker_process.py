@@ -1,0 +1,126 @@
+"""The worker's process handling without real subprocesses: a cancelled removal stays cancelled, a lasting
+heartbeat failure warns once, and crash detection reads xoscar's table or falls back to the process id."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.machines import linux
+from xinference.core import worker as worker_module
+from xinference.core.exit_watch import UNKNOWN_EXIT, ExitWatch
+from xinference.core.worker import WorkerActor, _Replica
+
+
+class _SlowPool:
+    """A main pool whose sub pool removal takes a while; records what was removed."""
+
+    def __init__(self) -> None:
+        self.sub_processes: dict[str, Any] = {"sub:1": SimpleNamespace(returncode=None)}
+        self.removed: list[str] = []
+        self.removing = asyncio.Event()
+
+    async def remove_sub_pool(self, address: str, timeout: float, force: bool) -> None:
+        self.removed.append(address)
+        self.removing.set()
+
+
+def test_a_cancelled_removal_still_ends_the_process_and_stays_cancelled(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    pool = _SlowPool()
+    worker = WorkerActor(main_pool=pool)
+    unloading = asyncio.Event()
+
+    async def model_ref(address: str) -> str:
+        return address
+
+    async def slow_destroy(ref: Any) -> None:
+        unloading.set()
+        await asyncio.sleep(60)  # an engine that takes long to unload
+
+    monkeypatch.setattr(worker, "_model_ref", model_ref)
+    monkeypatch.setattr(worker_module.xo, "destroy_actor", slow_destroy)
+    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log")
+
+    async def scenario() -> asyncio.Task[None]:
+        task = asyncio.create_task(worker._remove_process(replica))
+        await unloading.wait()
+        task.cancel()
+        await asyncio.wait([task])
+        return task
+
+    task = asyncio.run(scenario())
+    assert task.cancelled()  # before the fix the CancelledError was logged at DEBUG and the task ended normally
+    assert pool.removed == ["sub:1"]
+
+
+class _DownSupervisor:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def heartbeat(self, address: str, hardware: dict[str, Any]) -> bool:
+        self.calls += 1
+        raise ConnectionError("supervisor unreachable")
+
+
+def test_a_lasting_heartbeat_failure_is_one_warning(monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("XINFERENCE_HEARTBEAT_INTERVAL", "0.001")
+    worker = WorkerActor(main_pool=object())
+    supervisor = worker._supervisor = _DownSupervisor()
+
+    async def hardware() -> dict[str, Any]:
+        return linux().model_dump(mode="json")
+
+    monkeypatch.setattr(worker, "hardware", hardware)
+
+    async def scenario() -> None:
+        beats = asyncio.create_task(worker._heartbeat())
+        while supervisor.calls < 8:
+            await asyncio.sleep(0.005)
+        beats.cancel()
+        await asyncio.wait([beats])
+
+    with caplog.at_level(logging.DEBUG, logger="xinference.core.worker"):
+        asyncio.run(scenario())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "heartbeat to the supervisor failed (2 time(s) in a row)" in warnings[0]
+    assert worker._heartbeats.count >= 8
+
+
+# -- crash detection -----------------------------------------------------------------------------------------
+
+
+def test_exit_codes_come_from_xoscars_table_when_it_has_one(caplog: pytest.LogCaptureFixture) -> None:
+    pool = SimpleNamespace(sub_processes={"a": SimpleNamespace(returncode=None), "b": SimpleNamespace(returncode=-9)})
+    watch = ExitWatch(pool)
+    with caplog.at_level(logging.WARNING):
+        assert watch.exit_code("a", pid=1) is None
+        assert watch.exit_code("b") == -9
+        assert watch.exit_code("gone") is None
+    assert caplog.records == []
+
+
+def test_without_the_table_the_pid_decides_and_a_warning_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    watch = ExitWatch(object())
+    child = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    for _ in range(500):  # until it is a zombie (not reaped: Popen.wait is never called)
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.01)
+    with caplog.at_level(logging.WARNING, logger="xinference.core.exit_watch"):
+        assert watch.exit_code("sub:1", os.getpid()) is None  # running
+        assert watch.exit_code("sub:2", None) is None  # nothing known
+        assert watch.exit_code("sub:3", child.pid) == 3  # our child ended: its code, and it is reaped
+        assert watch.exit_code("sub:3", child.pid) == UNKNOWN_EXIT  # gone now
+    assert len(caplog.records) == 1 and "no sub_processes table" in caplog.records[0].getMessage()
