@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xinference.api.protocol.common import OpenAIRequest, ResponseBody
+from xinference.core.launch_request import LAUNCH_FIELDS
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.spec import validate_model_name
 
@@ -102,27 +103,8 @@ class LaunchModelRequest(OpenAIRequest):
             # dotted names reach nested engine parameters (llama.cpp's ``sampling.top_k``)
             if not all(part.isidentifier() for part in key.split(".")):
                 raise InvalidRequest(f"invalid launch option name {key[:60]!r}", param=key)
-        return {
-            "model_name": self.model_name,
-            "model_type": self.model_type,
-            "model_engine": self.model_engine,
-            "model_uid": self.model_uid,
-            "model_format": self.model_format,
-            "model_size_in_billions": self.model_size_in_billions,
-            "quantization": self.quantization,
-            "replica": self.replica,
-            "n_gpu": self.n_gpu,
-            "engine_kwargs": extra,
-            "ignore_memory_check": self.ignore_memory_check,
-            "model_path": self.model_path,
-            "download_hub": self.download_hub,
-            "worker_ip": self.worker_ip or None,
-            "gpu_idx": self.gpu_idx,
-            "keep_alive": self.keep_alive,
-            "max_queued": self.max_queued,
-            "queue_timeout": self.queue_timeout,
-            "autostart": self.autostart,
-        }
+        launch = {name: getattr(self, name) for name in LAUNCH_FIELDS}  # the one list: core/launch_request.py
+        return {**launch, "engine_kwargs": extra, "worker_ip": self.worker_ip or None}
 
 
 class AddReplicasRequest(BaseModel):

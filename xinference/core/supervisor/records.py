@@ -9,6 +9,7 @@ from typing import Any
 
 from xinference.core.admission import slots_of
 from xinference.core.hardware import HardwareInfo
+from xinference.core.launch_request import LaunchRequest
 from xinference.core.placement import Placement
 from xinference.model.registry import SpecChoice
 
@@ -18,32 +19,6 @@ __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
 MAX_EVENTS = 200
 #: Statuses that ``ModelRecord.refresh_status`` derives from the replicas.
 FOLLOWS_REPLICAS = frozenset({"ready", "degraded", "unavailable"})
-
-
-@dataclass
-class LaunchRequest:
-    """A validated launch, as the API hands it over (see ``api/protocol/models.py``)."""
-
-    model_name: str
-    model_type: str = "LLM"
-    model_engine: str | None = None
-    model_uid: str | None = None
-    model_format: str | None = None
-    model_size_in_billions: int | str | None = None
-    quantization: str | None = None
-    replica: int = 1
-    n_gpu: int | str | None = "auto"
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
-    ignore_memory_check: bool = False
-    model_path: str | None = None
-    download_hub: str | None = None
-    worker_ip: str | None = None
-    gpu_idx: list[int] | int | None = None
-    # -- operations (issue 12): keep-alive, admission limits, autostart after a restart
-    keep_alive: Any = None
-    max_queued: int | None = None
-    queue_timeout: float | None = None
-    autostart: bool = False
 
 
 @dataclass
