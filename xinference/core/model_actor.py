@@ -1,8 +1,11 @@
 """ModelActor: one model replica, alone in its own subprocess, owning one engine adapter.
 
 The API calls it directly (one actor hop per request; the supervisor is never on this path). Streams are pulled
-in batches: ``open_stream`` starts a request and returns its first chunks, then each ``pull`` returns every chunk
-produced since the previous one, so the per-message cost of a cross-process call is paid per batch, not per token.
+in batches: ``open_stream`` starts a request and returns its first chunks, then the API's one pump per replica
+calls ``pull_many`` with every stream it has open here and gets every chunk produced since its previous call, so
+the per-message cost of a cross-process call is paid per round, shared by all streams, not per token and stream.
+A round returns as soon as one stream has output; when several streams were producing, it waits a few
+milliseconds more for the others (they decode in the same engine step) so that one message carries them all.
 A stream that nobody pulls for ``STALE_STREAM_SECONDS`` (its client vanished with the API) is aborted.
 """
 
@@ -22,14 +25,21 @@ import xoscar as xo
 
 from xinference import settings
 from xinference.core.load_progress import LoadProgress
-from xinference.engines.base import ChunkStream, Engine
+from xinference.engines.base import ChunkStream, Engine, wait_any
 from xinference.errors import EngineError, LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
 
-__all__ = ["STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor"]
+__all__ = ["GATHER_WINDOW_SECONDS", "PULL_WAIT_SECONDS", "STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor", "Pulled"]
 
 logger = logging.getLogger(__name__)
 
 STALE_STREAM_SECONDS = 120.0
+#: How long a round of ``pull_many`` waits, once one stream has output, for the other streams that produced in the
+#: previous round (the engine decodes them in the same step; their chunks arrive within about a millisecond)
+GATHER_WINDOW_SECONDS = 0.004
+#: A ``pull_many`` with nothing to hand out returns empty after this long, so its caller can look at its streams
+PULL_WAIT_SECONDS = 10.0
+#: One stream's share of a ``pull_many`` round: its new chunks, whether it ended, and the error that ended it
+Pulled = tuple[list[dict[str, Any]], bool, XinferenceError | None]
 #: How many reaped stream ids are remembered, so that a late pull gets an error rather than a clean end
 _REAPED_MEMORY = 256
 #: Environment variable the worker sets for the subprocess: where its stdout/stderr (engine output too) go.
@@ -65,10 +75,10 @@ class _OpenStream:
     stream: ChunkStream
     #: when the last pull began or ended; staleness counts from here, and never while a pull is in flight
     last_pull: float
-    #: when the previous batch was handed out: the next one gathers chunks until ``stream_interval()`` later
-    last_delivery: float = 0.0
     #: pulls in flight (waiting for tokens, e.g. queued behind max_num_seqs): such a stream is being read
     pulling: int = 0
+    #: whether the previous round handed out chunks of this stream: a round waits briefly for such streams
+    producing: bool = False
 
 
 def redirect_output_to(path: str) -> None:
@@ -80,22 +90,6 @@ def redirect_output_to(path: str) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
-
-
-_GENERATED = ("content", "reasoning_content", "tool_calls")
-
-
-def _carries_text(batch: list[dict[str, Any]]) -> bool:
-    """Whether a batch holds generated output (text, reasoning or tool-call deltas; not only the opening role
-    chunk): from then on, pulls gather chunks for the stream interval."""
-    for chunk in batch:
-        for choice in chunk.get("choices") or ():
-            if choice.get("text"):
-                return True
-            delta = choice.get("delta") or {}
-            if any(delta.get(key) for key in _GENERATED):
-                return True
-    return False
 
 
 async def _exit_when_orphaned(parent: int, interval: float = 1.0) -> None:
@@ -121,7 +115,11 @@ class ModelActor(xo.StatelessActor):
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._orphan_check: asyncio.Task[None] | None = None
+        #: a floor on the time between two rounds of ``pull_many`` (``XINFERENCE_STREAM_INTERVAL_MS``; 0: adaptive)
         self._stream_interval = settings.stream_interval()
+        self._last_round = 0.0
+        #: futures of the ``pull_many`` calls waiting now; ``wake_pulls`` resolves them
+        self._pull_waiters: set[asyncio.Future[None]] = set()
         self._load_progress = 0.0
         self._load_status = LoadProgress()
         #: the engine while its ``load`` runs: an engine with a ``stage`` (a managed server) tells where it is
@@ -268,32 +266,107 @@ class ModelActor(xo.StatelessActor):
         batch, done = await stream.next_batch()
         stream_id = f"s{next(self._ids)}"
         if not done:
-            now = time.monotonic()
-            self._streams[stream_id] = _OpenStream(stream, now, now if _carries_text(batch) else 0.0)
+            self._streams[stream_id] = _OpenStream(stream, time.monotonic())
         return stream_id, batch, done
 
     async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]:
-        """Every chunk produced since the last pull (waits for at least one); ``done`` ends the stream."""
-        entry = self._streams.get(stream_id)
-        if entry is None:
-            if stream_id in self._reaped:
-                raise EngineError(f"stream {stream_id} was aborted: it was not read for {STALE_STREAM_SECONDS:.0f}s")
-            return [], True
-        entry.last_pull = time.monotonic()
-        entry.pulling += 1
+        """Every chunk of one stream produced since its last pull (waits for at least one); ``done`` ends it.
+
+        ``pull_many`` of one stream, for callers that read a single stream.
+        """
+        batch, done, error = (await self.pull_many([stream_id]))[stream_id]
+        if error is not None:
+            raise error
+        return batch, done
+
+    async def pull_many(self, stream_ids: list[str]) -> dict[str, Pulled]:
+        """One round for many streams: ``{stream_id: (chunks, done, error)}`` for each stream that has something.
+
+        Waits until at least one stream has output or ended (at most ``PULL_WAIT_SECONDS``, then ``{}``; also
+        ``{}`` when ``wake_pulls`` is called). A stream that fails is ended with its error in its own entry and
+        the others go on. An id this actor does not know (already ended or aborted) comes back done; one the
+        reaper aborted comes back with an error.
+        """
+        result: dict[str, Pulled] = {}
+        entries: dict[str, _OpenStream] = {}
+        for stream_id in stream_ids:
+            entry = self._streams.get(stream_id)
+            if entry is not None:
+                entries[stream_id] = entry
+            elif stream_id in self._reaped:
+                result[stream_id] = ([], True, EngineError(
+                    f"stream {stream_id} was aborted: it was not read for {STALE_STREAM_SECONDS:.0f}s"))
+            else:
+                result[stream_id] = ([], True, None)
+        if not entries:
+            return result
+        now = time.monotonic()
+        for entry in entries.values():
+            entry.pulling += 1
+            entry.last_pull = now
         try:
-            batch, done = await entry.stream.next_batch(not_before=entry.last_delivery + self._stream_interval)
-            if _carries_text(batch):  # until the first token has gone out, nothing is held back
-                entry.last_delivery = time.monotonic()
-        except XinferenceError:
-            self._streams.pop(stream_id, None)
-            raise
+            if not result:
+                await self._await_output(entries)
+            self._last_round = time.monotonic()
+            for stream_id, entry in entries.items():
+                pulled = self._take(stream_id, entry)
+                if pulled is not None:
+                    result[stream_id] = pulled
         finally:
-            entry.pulling -= 1
-            entry.last_pull = time.monotonic()
+            now = time.monotonic()
+            for entry in entries.values():
+                entry.pulling -= 1
+                entry.last_pull = now
+        return result
+
+    async def wake_pulls(self) -> None:
+        """End the ``pull_many`` rounds waiting now (they return what is there, maybe nothing): the API calls
+        this when it opened a stream that its waiting round does not include."""
+        for waiter in self._pull_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _await_output(self, entries: dict[str, _OpenStream]) -> None:
+        """Wait for the first output of a round, then (several streams producing) briefly for the others."""
+        streams = [entry.stream for entry in entries.values()]
+        floor = self._last_round + self._stream_interval - time.monotonic()
+        if floor > 0:
+            await asyncio.sleep(floor)
+        waiter = asyncio.get_running_loop().create_future()
+        self._pull_waiters.add(waiter)
+        try:
+            await wait_any(streams, PULL_WAIT_SECONDS, waiter)
+        finally:
+            self._pull_waiters.discard(waiter)
+        expected = sum(entry.producing for entry in entries.values())
+        if expected < 2 or not any(stream.has_output for stream in streams):  # (woken by wake_pulls, timeout)
+            return  # one stream, or one producing: every token goes out at once
+        deadline = time.monotonic() + GATHER_WINDOW_SECONDS
+        while True:
+            quiet = [stream for stream in streams if not stream.has_output]
+            left = deadline - time.monotonic()
+            if not quiet or len(streams) - len(quiet) >= expected or left <= 0:
+                return
+            await wait_any(quiet, left)
+
+    def _take(self, stream_id: str, entry: _OpenStream) -> Pulled | None:
+        """What one stream has for this round (None: nothing yet); an ended or failed stream is dropped."""
+        try:
+            taken = entry.stream.take()
+        except Exception as exc:  # noqa: BLE001 - one failing stream must not fail the round of the others
+            self._streams.pop(stream_id, None)
+            if not isinstance(exc, XinferenceError):
+                logger.exception("stream %s failed", stream_id)
+                exc = EngineError(f"the stream failed: {type(exc).__name__}: {exc}")
+            return [], True, exc
+        if taken is None:
+            entry.producing = False
+            return None
+        batch, done = taken
+        entry.producing = bool(batch)
         if done:
             self._streams.pop(stream_id, None)
-        return batch, done
+        return batch, done, None
 
     async def abort(self, stream_id: str) -> bool:
         """Stop a stream (its client went away); the engine frees the slot at its next token."""

@@ -24,9 +24,8 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from xinference.model.memory import MemoryEstimate
     from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["ChunkStream", "Engine", "Verdict"]
+__all__ = ["ChunkStream", "Engine", "Verdict", "wait_any"]
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,10 @@ class ChunkStream:
     """A buffer between a producer (an engine thread, or a task) and one consumer pulling in batches.
 
     Why batches: a cross-process actor message costs hundreds of microseconds, so the model actor never sends one
-    message per token. The producer pushes chunks as they come without ever waiting; each ``next_batch()`` returns
-    everything produced since the previous call. ``push``/``finish`` are safe from any thread; ``next_batch`` and
-    ``cancel`` run on the actor's event loop.
+    message per token. The producer pushes chunks as they come without ever waiting; each ``next_batch()`` (or
+    ``take()``) returns everything produced since the previous call, and :func:`wait_any` lets one consumer wait on
+    many streams at once (the model actor's ``pull_many``). ``push``/``finish`` are safe from any thread;
+    ``next_batch``, ``take``, ``arm`` and ``cancel`` run on the actor's event loop.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -76,7 +76,6 @@ class ChunkStream:
         self._waiter: asyncio.Future[None] | None = None
         self._finished = False
         self._error: BaseException | None = None
-        self._ended: asyncio.Future[None] = self._loop.create_future()
         self.cancelled = False
 
     def push(self, item: dict[str, Any]) -> None:
@@ -87,7 +86,7 @@ class ChunkStream:
             self._items.append(item)
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
-            self._loop.call_soon_threadsafe(_wake, waiter)
+            self._wake(waiter)
 
     def finish(self, error: BaseException | None = None) -> None:
         """Mark the end of the stream (any thread); ``error`` is raised to the consumer after the buffered chunks.
@@ -101,8 +100,15 @@ class ChunkStream:
             self._error = error
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
+            self._wake(waiter)
+
+    def _wake(self, waiter: asyncio.Future[None]) -> None:
+        # On the loop's own thread (a producer task) the waiter is resolved at once; from an engine thread it is
+        # handed to the loop, which costs a self-pipe write and a loop wake-up.
+        if _running_loop() is self._loop:
+            _wake(waiter)
+        elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(_wake, waiter)
-        self._loop.call_soon_threadsafe(_wake, self._ended)
 
     def cancel(self) -> None:
         """Ask the producer to stop (it checks ``cancelled`` before each token) and end the stream."""
@@ -113,29 +119,86 @@ class ChunkStream:
     def finished(self) -> bool:
         return self._finished
 
-    async def next_batch(self, not_before: float = 0.0) -> tuple[list[dict[str, Any]], bool]:
-        """Wait for at least one chunk or the end; return ``(chunks, done)``.
+    @property
+    def has_output(self) -> bool:
+        """Whether ``take`` would return something now (chunks, or the end)."""
+        return bool(self._items) or self._finished
 
-        ``not_before`` (a ``time.monotonic()`` instant) lets chunks gather until then, unless the stream ends first:
-        the consumer then pays one message per interval instead of one per token. When the producer failed, the
-        buffered chunks come first and the error is raised by the following call.
+    def arm(self, waiter: asyncio.Future[None]) -> bool:
+        """Resolve ``waiter`` at the next push or at the end; returns True (and arms nothing) when there is already
+        something to take. One waiter at a time: arming replaces the previous one."""
+        with self._lock:
+            if self._items or self._finished:
+                return True
+            self._waiter = waiter
+            return False
+
+    def disarm(self, waiter: asyncio.Future[None]) -> None:
+        """Forget ``waiter`` if it is still armed (the consumer stopped waiting)."""
+        with self._lock:
+            if self._waiter is waiter:
+                self._waiter = None
+
+    def take(self) -> tuple[list[dict[str, Any]], bool] | None:
+        """Without waiting: ``(chunks, done)`` when there is something, None when not yet.
+
+        When the producer failed, the buffered chunks come first and the error is raised by the following call.
         """
-        delay = not_before - time.monotonic()
-        if delay > 0 and not self._finished:
-            await asyncio.wait([self._ended], timeout=delay)
+        with self._lock:
+            if self._items:
+                batch, self._items = self._items, []
+                return batch, self._finished and self._error is None
+            if not self._finished:
+                return None
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return [], True
+
+    async def next_batch(self) -> tuple[list[dict[str, Any]], bool]:
+        """Wait for at least one chunk or the end; return ``(chunks, done)`` (see ``take``)."""
         while True:
-            with self._lock:
-                if self._items:
-                    batch, self._items = self._items, []
-                    return batch, self._finished and self._error is None
-                if self._finished:
-                    if self._error is not None:
-                        error, self._error = self._error, None
-                        raise error
-                    return [], True
-                waiter = self._loop.create_future()
-                self._waiter = waiter
-            await waiter
+            taken = self.take()
+            if taken is not None:
+                return taken
+            waiter = self._loop.create_future()
+            if not self.arm(waiter):
+                await waiter
+
+
+async def wait_any(streams: Iterable[ChunkStream], timeout: float | None = None,
+                   waiter: asyncio.Future[None] | None = None) -> None:
+    """Return once at least one of ``streams`` has chunks or has ended, or after ``timeout`` seconds, or when
+    ``waiter`` (a future of the caller's, which it may resolve itself to stop the wait early) is resolved.
+
+    One future is armed on every stream, so a consumer of many streams (the model actor's ``pull_many``) waits
+    with one await and is woken once, whichever stream moves first. The caller then ``take``s what is there.
+    """
+    loop = asyncio.get_running_loop()
+    if waiter is None:
+        waiter = loop.create_future()
+    armed: list[ChunkStream] = []
+    timer = None
+    try:
+        for stream in streams:
+            if stream.arm(waiter):
+                return
+            armed.append(stream)
+        if timeout is not None:
+            timer = loop.call_later(timeout, _wake, waiter)
+        await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for stream in armed:
+            stream.disarm(waiter)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

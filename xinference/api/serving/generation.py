@@ -2,7 +2,8 @@
 
 Validation and the model lookup happen before the first byte, so a bad request still gets its proper status
 code; once a stream has started, a failure is sent as an error frame followed by ``[DONE]``. A client that goes
-away mid-stream makes the model actor abort the request, which frees the engine's slot.
+away mid-stream makes the model actor abort the request, which frees the engine's slot. The chunks of every
+stream open on one replica are pulled by that replica's pump (:mod:`xinference.api.serving.pump`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from xinference.api.errors import error_frame
 from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.route_cache import Replica, Route, RouteTable, model_call
+from xinference.api.serving.pump import ReplicaPump
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.core.admission import Ticket
 from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
@@ -35,6 +37,8 @@ class GenerationService:
     def __init__(self, routes: RouteTable) -> None:
         self._routes = routes
         self._background: set[asyncio.Task[Any]] = set()
+        #: one pump per replica address, made with the replica's first stream and kept while it is routed
+        self._pumps: dict[str, ReplicaPump] = {}
 
     async def create(
         self, kind: Kind, body: Union[ChatCompletionRequest, CompletionRequest]
@@ -113,10 +117,12 @@ class GenerationService:
         wanted_usage: bool, release: _Release,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         finished = done
+        pump = self._pump(uid, replica) if not done else None
+        inbox = pump.add(stream_id) if pump is not None else None
         try:
             yield observe_batch(ticket, batch, wanted_usage)
-            while not done:
-                batch, done = await model_call(self._routes, uid, replica.ref.pull(stream_id))
+            while not done and inbox is not None:
+                batch, done = await inbox.get()
                 if batch:
                     batch = observe_batch(ticket, batch, wanted_usage)
                     if batch:
@@ -130,7 +136,20 @@ class GenerationService:
             finished = True  # the stream failed in the model actor, which already dropped it
             raise
         finally:
+            if pump is not None:
+                pump.discard(stream_id)
             release(finished)
+
+    def _pump(self, uid: str, replica: Replica) -> ReplicaPump:
+        """The pump of ``replica``; a new one when its address has none yet or its model process was replaced."""
+        pump = self._pumps.get(replica.address)
+        if pump is None or pump.ref is not replica.ref:
+            # pumps without streams hold nothing but a ref: drop them, so replicas long gone are forgotten
+            self._pumps = {address: p for address, p in self._pumps.items() if p.streams}
+            routes = self._routes
+            pump = ReplicaPump(replica.ref, lambda call: model_call(routes, uid, call))
+            self._pumps[replica.address] = pump
+        return pump
 
     async def _relay(self, uid: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
         async with contextlib.aclosing(batches):  # type: ignore[type-var]

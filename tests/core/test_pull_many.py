@@ -1,0 +1,150 @@
+"""ModelActor.pull_many: one round hands out the chunks of many streams (issue 14, item 1 and 2).
+
+The model actor is the real one, created outside a pool; its engine is a test double whose streams the test feeds
+by hand. Waits are counted in event-loop turns, not seconds; the gather window is set long so that a loaded
+machine cannot end a round early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from xinference.core import model_actor as model_actor_module
+from xinference.core.model_actor import ModelActor
+from xinference.engines.base import ChunkStream
+from xinference.errors import EngineError
+
+PLAN = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "test", "family": {}, "spec": {},
+        "quantization": "none", "engine_config": {}}
+
+
+class FedEngine:
+    """Test double of an engine: each stream opens with a role chunk, then gets what the test pushes."""
+
+    def __init__(self) -> None:
+        self.streams: list[ChunkStream] = []
+
+    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
+        stream = ChunkStream()
+        stream.push({"choices": [{"delta": {"role": "assistant"}}]})
+        self.streams.append(stream)
+        return stream
+
+
+def _token(text: str) -> dict[str, Any]:
+    return {"choices": [{"delta": {"content": text}}]}
+
+
+async def _opened(count: int) -> tuple[ModelActor, FedEngine, list[str]]:
+    engine = FedEngine()
+    actor = ModelActor(PLAN)
+    actor._engine = engine  # type: ignore[assignment]
+    ids = [(await actor.open_stream("chat", {}))[0] for _ in range(count)]
+    return actor, engine, ids
+
+
+async def _turns(task: asyncio.Task[Any], turns: int = 50) -> bool:
+    for _ in range(turns):
+        if task.done():
+            return True
+        await asyncio.sleep(0)
+    return task.done()
+
+
+@pytest.fixture(autouse=True)
+def long_gather_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_actor_module, "GATHER_WINDOW_SECONDS", 600.0)
+    monkeypatch.setattr(model_actor_module.settings, "stream_interval", lambda: 0.0)
+
+
+def test_one_round_returns_the_chunks_of_every_stream_that_has_some() -> None:
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(3)
+        for index, stream in enumerate(engine.streams):
+            stream.push(_token(f"t{index}"))
+        pulled = await actor.pull_many(ids)
+        assert {sid: [c["choices"][0]["delta"]["content"] for c in chunks] for sid, (chunks, _, _) in pulled.items()} \
+            == {ids[0]: ["t0"], ids[1]: ["t1"], ids[2]: ["t2"]}
+        assert all(not done and error is None for _, done, error in pulled.values())
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_producing_stream_is_handed_out_at_once() -> None:
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(2)
+        engine.streams[0].push(_token("a"))
+        await actor.pull_many(ids)  # only the first stream produced: the next round does not wait for the second
+        round_two = asyncio.create_task(actor.pull_many(ids))
+        await asyncio.sleep(0)
+        engine.streams[0].push(_token("b"))
+        assert await _turns(round_two), "a round held back the only producing stream's token"
+        assert list(round_two.result()) == [ids[0]]
+
+    asyncio.run(scenario())
+
+
+def test_a_round_waits_for_every_stream_that_produced_last_round() -> None:
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(2)
+        for stream in engine.streams:
+            stream.push(_token("x"))
+        await actor.pull_many(ids)  # both produced
+        round_two = asyncio.create_task(actor.pull_many(ids))
+        await asyncio.sleep(0)
+        engine.streams[0].push(_token("a"))
+        assert not await _turns(round_two), "the round left before the other producing stream's token"
+        engine.streams[1].push(_token("b"))
+        assert await _turns(round_two)
+        assert sorted(round_two.result()) == sorted(ids)  # one message carries both
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_stream_ends_alone() -> None:
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(2)
+        engine.streams[0].push(_token("last words"))
+        engine.streams[0].finish(EngineError("the engine crashed on this request"))
+        engine.streams[1].push(_token("fine"))
+        first = await actor.pull_many(ids)
+        assert first[ids[0]][:2] == ([_token("last words")], False) and first[ids[1]][2] is None
+        second = await actor.pull_many([ids[0]])  # the error comes after the chunks before it
+        chunks, done, error = second[ids[0]]
+        assert chunks == [] and done and isinstance(error, EngineError)
+        assert ids[0] not in actor._streams and ids[1] in actor._streams
+        engine.streams[1].push(_token("still"))
+        assert (await actor.pull_many([ids[1]]))[ids[1]] == ([_token("still")], False, None)
+
+    asyncio.run(scenario())
+
+
+def test_an_aborted_stream_comes_back_done_and_the_others_go_on() -> None:
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(2)
+        waiting = asyncio.create_task(actor.pull_many(ids))
+        await asyncio.sleep(0)
+        assert await actor.abort(ids[0])
+        assert await _turns(waiting)
+        assert waiting.result() == {ids[0]: ([], True, None)} and engine.streams[0].cancelled
+        engine.streams[1].push(_token("on"))
+        assert (await actor.pull_many(ids)) == {ids[0]: ([], True, None), ids[1]: ([_token("on")], False, None)}
+
+    asyncio.run(scenario())
+
+
+def test_wake_pulls_ends_a_waiting_round_empty() -> None:
+    async def scenario() -> None:
+        actor, _, ids = await _opened(1)
+        waiting = asyncio.create_task(actor.pull_many(ids))
+        await asyncio.sleep(0)
+        assert not await _turns(waiting, 5)
+        assert actor._streams[ids[0]].pulling == 1  # a stream in a waiting round is being read: never reaped
+        await actor.wake_pulls()
+        assert await _turns(waiting) and waiting.result() == {}
+        assert actor._streams[ids[0]].pulling == 0
+
+    asyncio.run(scenario())

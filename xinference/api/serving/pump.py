@@ -1,0 +1,148 @@
+"""One pump per replica: the API side of streaming (``ModelActor.pull_many``).
+
+Every stream the API has open on a replica is read by that replica's pump, one task that calls ``pull_many`` with
+all of their ids and hands each stream's chunks to the stream's :class:`Inbox`, which the request's generator
+reads. One actor message per round then serves every stream of the replica, so the platform's cost per token
+stops growing with the number of streams. The pump starts with its first stream and ends when it has none.
+
+Failures stay per stream: an error the model actor reports for one stream ends that stream only; a round that
+fails as a whole (the replica's process died) ends the streams of that round with the error, and the pump goes
+on with any opened since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+from xinference.errors import EngineError
+
+__all__ = ["Inbox", "ReplicaPump"]
+
+logger = logging.getLogger(__name__)
+
+#: How a pump calls the model actor: ``call(awaitable)`` maps transport failures to platform errors
+CallWrapper = Callable[[Awaitable[Any]], Awaitable[Any]]
+
+
+class Inbox:
+    """The chunks of one stream that its pump pulled and its reader has not taken yet.
+
+    Used by one reader at a time. Chunks of several rounds merge when the reader is slower than the pump (a slow
+    client then gets fewer, larger writes); an error is raised after the chunks that came before it.
+    """
+
+    __slots__ = ("_chunks", "_done", "_error", "_waiter")
+
+    def __init__(self) -> None:
+        self._chunks: list[dict[str, Any]] = []
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream ended (cleanly or not): the pump has nothing more to add."""
+        return self._done
+
+    def put(self, chunks: list[dict[str, Any]], done: bool, error: BaseException | None = None) -> None:
+        """Add one round's chunks of this stream (called by the pump)."""
+        if self._done:
+            return
+        self._chunks.extend(chunks)
+        self._done = done or error is not None
+        self._error = error
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> tuple[list[dict[str, Any]], bool]:
+        """Wait for chunks or the end: ``(chunks, done)``; raises the stream's error once its chunks are taken."""
+        while not self._chunks and not self._done:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        if self._chunks:
+            chunks, self._chunks = self._chunks, []
+            return chunks, self._done and self._error is None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return [], True
+
+
+class ReplicaPump:
+    """Pulls every stream a replica serves to this API process, one ``pull_many`` round at a time.
+
+    ``add`` a stream once ``open_stream`` returned it, read its :class:`Inbox`, and ``discard`` it when the reader
+    stops (at the end, or when the client left: the caller aborts the request in the model actor itself).
+    """
+
+    def __init__(self, ref: Any, call: CallWrapper) -> None:
+        self.ref = ref
+        self._call = call
+        self._inboxes: dict[str, Inbox] = {}
+        self._task: asyncio.Task[None] | None = None
+        #: whether the round in flight includes every stream; a stream added meanwhile makes it stale
+        self._round: set[str] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        #: rounds made so far (``pull_many`` calls); tests and diagnostics read it
+        self.rounds = 0
+
+    @property
+    def streams(self) -> int:
+        return len(self._inboxes)
+
+    def add(self, stream_id: str) -> Inbox:
+        """Start pulling ``stream_id``; its chunks go to the returned inbox."""
+        inbox = Inbox()
+        self._inboxes[stream_id] = inbox
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        elif self._round and stream_id not in self._round:
+            # A round is waiting without this stream: ask the model actor to end it, so the next one includes it
+            # (otherwise the new stream's tokens would wait for one of the others to produce).
+            self._round = set()
+            task = asyncio.get_running_loop().create_task(self._wake())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return inbox
+
+    def discard(self, stream_id: str) -> None:
+        """Stop pulling ``stream_id`` (its chunks from a round still in flight are dropped)."""
+        self._inboxes.pop(stream_id, None)
+
+    async def _wake(self) -> None:
+        try:
+            await self._call(self.ref.wake_pulls())
+        except Exception:  # noqa: BLE001 - the round then ends by itself (first output or its timeout)
+            logger.debug("wake_pulls failed", exc_info=True)
+
+    async def _run(self) -> None:
+        try:
+            while self._inboxes:
+                ids = list(self._inboxes)
+                self._round = set(ids)
+                self.rounds += 1
+                try:
+                    pulled = await self._call(self.ref.pull_many(ids))
+                except Exception as exc:  # noqa: BLE001 - the whole round failed: its streams end with the error
+                    for stream_id in ids:
+                        inbox = self._inboxes.pop(stream_id, None)
+                        if inbox is not None:
+                            inbox.put([], True, exc)
+                    continue
+                finally:
+                    self._round = set()
+                for stream_id, (chunks, done, error) in pulled.items():
+                    inbox = self._inboxes.get(stream_id)
+                    if inbox is None:
+                        continue  # its reader left meanwhile
+                    inbox.put(chunks, done, error)
+                    if inbox.closed:
+                        del self._inboxes[stream_id]
+        finally:
+            # Cancelled (the API is stopping): no reader may wait forever on a pump that is gone.
+            for inbox in self._inboxes.values():
+                inbox.put([], True, EngineError("the stream relay of this replica stopped"))
+            self._inboxes.clear()
