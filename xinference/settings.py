@@ -143,12 +143,13 @@ def responses_store_limits() -> tuple[int, float]:
 
 
 def stream_interval() -> float:
-    """``XINFERENCE_STREAM_INTERVAL_MS``: streamed tokens are handed from the model process to the API at most this
-    often (default 40 ms, i.e. 25 updates a second; 0: every token). The first chunk is never held back. Every
-    hand-over is a cross-process message costing ~1 ms of CPU on a small machine, which one token every few ms
-    cannot afford."""
+    """``XINFERENCE_STREAM_INTERVAL_MS``: the shortest time between two hand-overs of a replica's streamed chunks
+    from the model process to the API (default 0: adaptive, each token at once while one stream produces, one
+    hand-over per decoding step for all streams when several do). Every hand-over is a cross-process message
+    costing ~1 ms of CPU on a small machine: a machine whose engine takes every core can trade smoothness for
+    CPU by setting e.g. 40 (25 updates a second)."""
     try:
-        value = float(os.environ.get("XINFERENCE_STREAM_INTERVAL_MS", "40"))
+        value = float(os.environ.get("XINFERENCE_STREAM_INTERVAL_MS", "0"))
     except ValueError:
         value = 40.0
     return max(0.0, value) / 1000.0
