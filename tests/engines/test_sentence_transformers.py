@@ -197,3 +197,115 @@ def test_batcher_splits_large_rounds_and_fails_all_on_error() -> None:
     stats = asyncio.run(scenario())
     # the 10-input request alone in passes of 4, 4, 2; then the lone one; then the failing pair
     assert calls == [4, 4, 2, 1, 2] and stats["forward_passes"] == 5 and stats["requests"] == 2
+
+
+# -- one tokenization, length-sorted sub-batches, the arrival window, typed errors (issue 14 item 4, 13 item 9) --
+def test_plan_groups_covers_every_input_once_and_cuts_where_padding_costs_more() -> None:
+    from xinference.engines.sentence_transformers.grouping import plan_groups
+
+    lengths = [70, 8, 9, 68, 10, 66, 8, 69]
+    groups = plan_groups(lengths, pass_cost=24)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert [sorted(lengths[i] for i in g) for g in groups] == [[8, 8, 9, 10], [66, 68, 69, 70]]
+    assert plan_groups(lengths, pass_cost=10**6) == [sorted(range(8), key=lambda i: lengths[i])]
+    assert plan_groups([], 24) == [] and plan_groups([5], 24) == [[0]]
+
+
+def test_one_tokenization_per_forward_pass(loop, embedder, monkeypatch) -> None:
+    tokenizer_class = type(embedder._model.tokenizer)
+    calls: list[int] = []
+    real_call = tokenizer_class.__call__
+
+    def counting_call(self, *args, **kwargs):
+        calls.append(1)
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer_class, "__call__", counting_call)
+    reply = embed(loop, embedder, ["one short text", "and a second, rather longer text to embed"])
+    assert len(reply["data"]) == 2
+    assert len(calls) == 1  # before: once inside encode and again to count the usage
+
+
+def test_mixed_lengths_embed_like_encode_one_at_a_time(loop, embedder) -> None:
+    assert embedder._direct  # MiniLM: our padded token ids give what encode gives
+    texts = ["Hi.", "A cat.", " ".join(["river bank"] * 40), "Short one here.", " ".join(["long text"] * 90)]
+    reply = embed(loop, embedder, texts)
+    got = np.array([d["embedding"] for d in reply["data"]])
+    alone = np.array([embedder._model.encode([t], convert_to_numpy=True)[0] for t in texts])
+    assert np.allclose(got, alone, atol=1e-4)
+    tokenizer = embedder._model.tokenizer
+    expected = sum(len(tokenizer(t, truncation=True, max_length=embedder._max_length)["input_ids"]) for t in texts)
+    assert reply["usage"]["prompt_tokens"] == expected
+    assert expected < 256 + 200  # the longest text was truncated to the model's 256 tokens
+
+
+def test_window_grows_while_requests_arrive_and_never_opens_for_a_lone_client() -> None:
+    passes: list[int] = []
+
+    def forward(items: list[int]) -> list[int]:
+        passes.append(len(items))
+        return items
+
+    async def scenario() -> dict[str, int]:
+        # a gap of 0.3 s keeps the window open; arrivals every 0.1 s for 0.5 s outlast one gap but not the cap
+        batcher = Batcher(forward, max_batch_size=64, window_s=0.3, max_window_s=5.0)
+
+        async def late(i: int) -> list[int]:
+            await asyncio.sleep(0.1 * i)
+            return await batcher.submit([i])
+
+        results = await asyncio.gather(*(late(i) for i in range(6)))
+        assert results == [[i] for i in range(6)]
+        grouped = batcher.snapshot()
+        for i in range(4):  # one request at a time: nobody waits for company
+            assert await batcher.submit([i]) == [i]
+        stats = batcher.snapshot()
+        await batcher.close()
+        return {"passes_at_burst": grouped["forward_passes"], **{k: stats[k] - grouped[k] for k in stats}}
+
+    stats = asyncio.run(scenario())
+    assert stats["passes_at_burst"] == 1 and passes[0] == 6
+    # after the burst, the first lone request may still get one window (the burst looked concurrent); no more
+    assert stats["windows_opened"] <= 1 and stats["rounds_without_window"] >= 3
+
+
+def test_closed_batcher_fails_queued_and_running_requests_with_503() -> None:
+    import threading
+
+    from xinference.errors import EngineError, ModelUnavailable
+
+    release = threading.Event()
+
+    def slow(items: list[int]) -> list[int]:
+        release.wait(10)
+        return items
+
+    async def scenario() -> list[object]:
+        batcher = Batcher(slow, max_batch_size=1, window_s=0.0)
+        running = asyncio.ensure_future(batcher.submit([1]))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if batcher._serving:
+                break
+        queued = asyncio.ensure_future(batcher.submit([2]))
+        await asyncio.sleep(0)
+        await batcher.close()
+        release.set()
+        outcomes = await asyncio.wait_for(asyncio.gather(running, queued, return_exceptions=True), 10)
+        try:
+            await batcher.submit([3])
+        except ModelUnavailable as exc:
+            outcomes.append(exc)
+        return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert len(outcomes) == 3 and all(isinstance(o, ModelUnavailable) for o in outcomes), outcomes
+    assert all(o.status_code == 503 for o in outcomes)  # type: ignore[attr-defined]
+
+    async def short_forward() -> None:
+        batcher = Batcher(lambda items: items[:-1], max_batch_size=4, window_s=0.0)
+        with pytest.raises(EngineError, match="returned 1 results for 2 inputs"):
+            await batcher.submit([1, 2])
+        await batcher.close()
+
+    asyncio.run(short_forward())
