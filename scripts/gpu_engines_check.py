@@ -100,7 +100,7 @@ def validate(value: Any, schema: dict[str, Any]) -> None:
 
 
 def install(engine: str) -> str:
-    command = [sys.executable, "-m", "xinference.deploy.cli", "engine", "install", engine, "--local"]
+    command = [sys.executable, "-m", "xinference.cli", "engine", "install", engine, "--local"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"`xinference engine install {engine} --local` failed:\n{done.stdout[-800:]}"

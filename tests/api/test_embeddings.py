@@ -121,7 +121,7 @@ def test_platform_client_embeddings_and_cli_launch_type(local_server: LocalServe
     from click.testing import CliRunner
 
     from xinference.client import Client, ClientError
-    from xinference.deploy.cli import main as cli
+    from xinference.cli.main import main as cli
 
     with Client(local_server.endpoint) as client:
         result = client.embeddings(embedding_uid, ["a cat sits on the mat", "a kitten rests on a rug"])

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.conftest import DEFAULT_MODEL, LocalServer
 from xinference.api.protocol.models import LaunchModelRequest
 from xinference.client import Client
-from xinference.deploy.cli import main
+from xinference.cli.main import main
 
 VLLM_HINT = "xinference engine install vLLM"
 SGLANG_REASON = "SGLang has no CPU build; it needs an NVIDIA GPU"

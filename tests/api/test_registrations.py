@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import start_local_server
-from xinference.deploy.cli import main as cli
+from xinference.cli.main import main as cli
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 

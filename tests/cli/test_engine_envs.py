@@ -28,7 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 
 def _cli(server: LocalServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XINFERENCE_ENDPOINT": server.endpoint}
-    return subprocess.run([sys.executable, "-m", "xinference.deploy.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "xinference.cli", *args], capture_output=True, text=True,
                           env=env, timeout=900)
 
 

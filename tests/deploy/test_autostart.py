@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
 from xinference.client import Client
-from xinference.deploy.cli import main
+from xinference.cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.machines import GIB, linux, mac
 from xinference.core.hardware import detect_hardware
-from xinference.deploy.cli import parse_engine_options
+from xinference.cli.options import parse_engine_options
 from xinference.engines.llama_cpp.config import ALL_LAYERS, estimate_gpu_layers
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.params_tree import load_tree

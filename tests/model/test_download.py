@@ -185,7 +185,7 @@ def test_remove_entry_stays_inside_the_cache(hub: FakeHub, tmp_path: Path) -> No
 
 # -- through a real server: launch with progress, chat, list, remove, cancel ------------------------------------
 def _cli(*args: str) -> object:
-    from xinference.deploy.cli import main
+    from xinference.cli.main import main
 
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 

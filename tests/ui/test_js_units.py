@@ -149,7 +149,7 @@ def test_launch_command_round_trips_through_the_cli_parser(page: Any) -> None:
     # What the page prints must be what the CLI understands: parse it back with the CLI's own option parser.
     import shlex
 
-    from xinference.deploy.cli import parse_engine_options
+    from xinference.cli.options import parse_engine_options
 
     command = run(page, "lib/launch_cmd.js", """
         return m.buildLaunchCommand({model_name: 'smollm2-instruct', n_ctx: 2048, n_parallel: 1,

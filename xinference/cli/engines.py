@@ -9,98 +9,96 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-__all__ = ["attach"]
+from xinference.cli.options import client_session, connection_options
+from xinference.cli.output import format_table
+
+__all__ = ["engine"]
 
 _POLL_S = 1.0
 
 
-def attach(main: click.Group, connection_options: Callable[[Any], Any], client_factory: Callable[..., Any],
-           format_table: Callable[..., str]) -> None:
-    """Add the ``engine`` group to ``main`` (the shared option and client helpers come from ``deploy/cli.py``)."""
+@click.group(invoke_without_command=True)
+@click.option("-n", "--model-name", default=None, help="Model name in the registry, e.g. smollm2-instruct.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
+@connection_options
+@click.pass_context
+def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint: str,
+           api_key: str | None) -> None:
+    """Which engines can run a model (-n MODEL), and the engines' own environments (install, uninstall, list)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if model_name is None:
+        raise click.UsageError("give -n MODEL, or a sub-command (list, install, uninstall)")
+    with client_session(endpoint, api_key) as client:
+        table = client.query_engines(model_name, model_type)
+    click.echo(format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"],
+                            _matrix_rows(table)))
 
-    @main.group(invoke_without_command=True)
-    @click.option("-n", "--model-name", default=None, help="Model name in the registry, e.g. smollm2-instruct.")
-    @click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
-    @connection_options
-    @click.pass_context
-    def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint: str,
-               api_key: str | None) -> None:
-        """Which engines can run a model (-n MODEL), and the engines' own environments (install, uninstall, list)."""
-        if ctx.invoked_subcommand is not None:
-            return
-        if model_name is None:
-            raise click.UsageError("give -n MODEL, or a sub-command (list, install, uninstall)")
-        with client_factory(endpoint, api_key) as client:
-            table = client.query_engines(model_name, model_type)
-        click.echo(format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"],
-                                _matrix_rows(table)))
+@engine.command("list")
+@connection_options
+def list_engines(endpoint: str, api_key: str | None) -> None:
+    """Every engine and whether each worker can run it (or the command that installs it)."""
+    with client_session(endpoint, api_key) as client:
+        listing = client.list_engines()
+    rows = [[name, worker, "yes" if not reason else reason]
+            for name, workers in listing.items() for worker, reason in workers.items()]
+    click.echo(format_table(["Engine", "Worker", "Available"], rows))
 
-    @engine.command("list")
-    @connection_options
-    def list_engines(endpoint: str, api_key: str | None) -> None:
-        """Every engine and whether each worker can run it (or the command that installs it)."""
-        with client_factory(endpoint, api_key) as client:
-            listing = client.list_engines()
-        rows = [[name, worker, "yes" if not reason else reason]
-                for name, workers in listing.items() for worker, reason in workers.items()]
-        click.echo(format_table(["Engine", "Worker", "Available"], rows))
+@engine.command("install")
+@click.argument("name")
+@click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
+@click.option("--force", is_flag=True, default=False, help="Reinstall even when installed.")
+@click.option("--local", "local_only", is_flag=True, default=False,
+              help="Install on this machine directly, without a server.")
+@connection_options
+def install(name: str, worker_ip: str | None, force: bool, local_only: bool, endpoint: str,
+            api_key: str | None) -> None:
+    """Create NAME's environment (vLLM, SGLang, MLX ...) with the packages it needs on each worker's hardware."""
+    if local_only:
+        _install_here(name, force)
+        return
+    with client_session(endpoint, api_key) as client:
+        report = client.install_engine(name, worker_ip=worker_ip, force=force)
+        seen: dict[str, int] = {}
+        while True:
+            for status in report["workers"]:
+                _echo_progress(status, seen)
+            if not any(w["installing"] for w in report["workers"]):
+                break
+            time.sleep(_POLL_S)
+            report = client.engine_install_status(name, worker_ip=worker_ip)
+    failed = [w for w in report["workers"] if w.get("error") or not w.get("installed")]
+    for status in report["workers"]:
+        packages = ", ".join(f"{k} {v}" for k, v in (status.get("packages") or {}).items())
+        state = "installed" if status.get("installed") else f"failed: {status.get('error')}"
+        click.echo(f"{status['worker']}: {report['engine']} {state}" + (f" ({packages})" if packages else ""))
+    if failed:
+        sys.exit(1)
 
-    @engine.command("install")
-    @click.argument("name")
-    @click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
-    @click.option("--force", is_flag=True, default=False, help="Reinstall even when installed.")
-    @click.option("--local", "local_only", is_flag=True, default=False,
-                  help="Install on this machine directly, without a server.")
-    @connection_options
-    def install(name: str, worker_ip: str | None, force: bool, local_only: bool, endpoint: str,
-                api_key: str | None) -> None:
-        """Create NAME's environment (vLLM, SGLang, MLX ...) with the packages it needs on each worker's hardware."""
-        if local_only:
-            _install_here(name, force)
-            return
-        with client_factory(endpoint, api_key) as client:
-            report = client.install_engine(name, worker_ip=worker_ip, force=force)
-            seen: dict[str, int] = {}
-            while True:
-                for status in report["workers"]:
-                    _echo_progress(status, seen)
-                if not any(w["installing"] for w in report["workers"]):
-                    break
-                time.sleep(_POLL_S)
-                report = client.engine_install_status(name, worker_ip=worker_ip)
-        failed = [w for w in report["workers"] if w.get("error") or not w.get("installed")]
-        for status in report["workers"]:
-            packages = ", ".join(f"{k} {v}" for k, v in (status.get("packages") or {}).items())
-            state = "installed" if status.get("installed") else f"failed: {status.get('error')}"
-            click.echo(f"{status['worker']}: {report['engine']} {state}" + (f" ({packages})" if packages else ""))
-        if failed:
-            sys.exit(1)
+@engine.command("uninstall")
+@click.argument("name")
+@click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
+@click.option("--local", "local_only", is_flag=True, default=False,
+              help="Remove it from this machine directly, without a server.")
+@connection_options
+def uninstall(name: str, worker_ip: str | None, local_only: bool, endpoint: str, api_key: str | None) -> None:
+    """Remove NAME's environment (models running on it must be terminated first)."""
+    if local_only:
+        from xinference.engines import envs
+        from xinference.engines.registry import resolve_engine_name
 
-    @engine.command("uninstall")
-    @click.argument("name")
-    @click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
-    @click.option("--local", "local_only", is_flag=True, default=False,
-                  help="Remove it from this machine directly, without a server.")
-    @connection_options
-    def uninstall(name: str, worker_ip: str | None, local_only: bool, endpoint: str, api_key: str | None) -> None:
-        """Remove NAME's environment (models running on it must be terminated first)."""
-        if local_only:
-            from xinference.engines import envs
-            from xinference.engines.registry import resolve_engine_name
-
-            canonical = resolve_engine_name(name)
-            click.echo(f"{canonical}: {'removed' if envs.uninstall(canonical) else 'was not installed'}")
-            return
-        with client_factory(endpoint, api_key) as client:
-            report = client.uninstall_engine(name, worker_ip=worker_ip)
-        for status in report["workers"]:
-            click.echo(f"{status['worker']}: {report['engine']} "
-                       f"{'removed' if status.get('removed') else 'was not installed'}")
+        canonical = resolve_engine_name(name)
+        click.echo(f"{canonical}: {'removed' if envs.uninstall(canonical) else 'was not installed'}")
+        return
+    with client_session(endpoint, api_key) as client:
+        report = client.uninstall_engine(name, worker_ip=worker_ip)
+    for status in report["workers"]:
+        click.echo(f"{status['worker']}: {report['engine']} "
+                   f"{'removed' if status.get('removed') else 'was not installed'}")
 
 
 def _matrix_rows(table: dict[str, Any]) -> list[list[Any]]:

@@ -12,7 +12,10 @@ from typing import Any
 
 import click
 
-__all__ = ["attach"]
+from xinference.cli.options import client_session, connection_options
+from xinference.cli.output import format_table
+
+__all__ = ["COMMANDS", "FOLLOW_INTERVAL_S", "follow_log"]
 
 #: Seconds between two reads of a followed log (the web UI's Logs page polls as often).
 FOLLOW_INTERVAL_S = 1.0
@@ -37,65 +40,69 @@ def follow_log(client: Any, model_uid: str, replica: str | None, tail: int, foll
             echo(line)
 
 
-def attach(main: click.Group, connection_options: Callable[[Any], Any], client_factory: Callable[..., Any],
-           format_table: Callable[..., str]) -> None:
-    """Add the operations commands to ``main`` (shared option and client helpers come from ``deploy/cli.py``)."""
+@click.command("logs")
+@click.argument("model_uid")
+@click.option("-f", "--follow", is_flag=True, default=False, help="Keep printing what the replica writes.")
+@click.option("-r", "--replica", default=None, help="Replica index (0, 1, ...) or uid. [default: the first]")
+@click.option("-n", "--tail", default=200, show_default=True, type=click.IntRange(0, 5000),
+              help="How many of the last lines to print first.")
+@connection_options
+def logs(model_uid: str, follow: bool, replica: str | None, tail: int, endpoint: str,
+         api_key: str | None) -> None:
+    """Print a model replica's log (engine output included), read on its worker; -f follows it."""
+    with client_session(endpoint, api_key) as client:
+        try:
+            follow_log(client, model_uid, replica, tail, follow, click.echo)
+        except KeyboardInterrupt:
+            pass
 
-    @main.command("logs")
-    @click.argument("model_uid")
-    @click.option("-f", "--follow", is_flag=True, default=False, help="Keep printing what the replica writes.")
-    @click.option("-r", "--replica", default=None, help="Replica index (0, 1, ...) or uid. [default: the first]")
-    @click.option("-n", "--tail", default=200, show_default=True, type=click.IntRange(0, 5000),
-                  help="How many of the last lines to print first.")
-    @connection_options
-    def logs(model_uid: str, follow: bool, replica: str | None, tail: int, endpoint: str,
-             api_key: str | None) -> None:
-        """Print a model replica's log (engine output included), read on its worker; -f follows it."""
-        with client_factory(endpoint, api_key) as client:
-            try:
-                follow_log(client, model_uid, replica, tail, follow, click.echo)
-            except KeyboardInterrupt:
-                pass
 
-    @main.command("unload")
-    @click.argument("model_uid")
-    @connection_options
-    def unload(model_uid: str, endpoint: str, api_key: str | None) -> None:
-        """End a model's processes now (memory freed); it stays listed and loads again on its next request."""
-        with client_factory(endpoint, api_key) as client:
-            info = client.unload_model(model_uid)
-        click.echo(f"{model_uid}: {info['status']}")
+@click.command("unload")
+@click.argument("model_uid")
+@connection_options
+def unload(model_uid: str, endpoint: str, api_key: str | None) -> None:
+    """End a model's processes now (memory freed); it stays listed and loads again on its next request."""
+    with client_session(endpoint, api_key) as client:
+        info = client.unload_model(model_uid)
+    click.echo(f"{model_uid}: {info['status']}")
 
-    @main.command("load")
-    @click.argument("model_uid")
-    @connection_options
-    def load(model_uid: str, endpoint: str, api_key: str | None) -> None:
-        """Load a model that keep-alive (or `xinference unload`) unloaded; returns once it serves."""
-        with client_factory(endpoint, api_key) as client:
-            info = client.load_model(model_uid)
-        click.echo(f"{model_uid}: {info['status']}")
 
-    @main.command("devices")
-    @connection_options
-    def devices(endpoint: str, api_key: str | None) -> None:
-        """Every worker's GPUs: memory total and used, and which replicas hold each."""
-        with client_factory(endpoint, api_key) as client:
-            found = client.list_devices()
-        if not found:
-            click.echo("no GPU on any worker")
-            return
-        gib = 2**30
-        rows = [[d["worker"], d["index"], d["name"], f"{d['memory_used_bytes'] / gib:.1f}",
-                 f"{d['memory_total_bytes'] / gib:.1f}", ", ".join(d["models"]) or "-"] for d in found]
-        click.echo(format_table(["Worker", "GPU", "Name", "Used GiB", "Total GiB", "Replicas"], rows))
+@click.command("load")
+@click.argument("model_uid")
+@connection_options
+def load(model_uid: str, endpoint: str, api_key: str | None) -> None:
+    """Load a model that keep-alive (or `xinference unload`) unloaded; returns once it serves."""
+    with client_session(endpoint, api_key) as client:
+        info = client.load_model(model_uid)
+    click.echo(f"{model_uid}: {info['status']}")
 
-    @main.command("launch-history")
-    @connection_options
-    def launch_history(endpoint: str, api_key: str | None) -> None:
-        """Models launched on this server, newest first, and whether they come back after a restart."""
-        with client_factory(endpoint, api_key) as client:
-            entries = client.get_launch_history()
-        rows = [[e["model_uid"], e.get("model_name") or "", e.get("model_engine") or "",
-                 "yes" if e.get("autostart") else "no", e.get("status", ""),
-                 time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("launched_at") or 0))] for e in entries]
-        click.echo(format_table(["UID", "Name", "Engine", "Autostart", "Status", "Launched"], rows))
+
+@click.command("devices")
+@connection_options
+def devices(endpoint: str, api_key: str | None) -> None:
+    """Every worker's GPUs: memory total and used, and which replicas hold each."""
+    with client_session(endpoint, api_key) as client:
+        found = client.list_devices()
+    if not found:
+        click.echo("no GPU on any worker")
+        return
+    gib = 2**30
+    rows = [[d["worker"], d["index"], d["name"], f"{d['memory_used_bytes'] / gib:.1f}",
+             f"{d['memory_total_bytes'] / gib:.1f}", ", ".join(d["models"]) or "-"] for d in found]
+    click.echo(format_table(["Worker", "GPU", "Name", "Used GiB", "Total GiB", "Replicas"], rows))
+
+
+@click.command("launch-history")
+@connection_options
+def launch_history(endpoint: str, api_key: str | None) -> None:
+    """Models launched on this server, newest first, and whether they come back after a restart."""
+    with client_session(endpoint, api_key) as client:
+        entries = client.get_launch_history()
+    rows = [[e["model_uid"], e.get("model_name") or "", e.get("model_engine") or "",
+             "yes" if e.get("autostart") else "no", e.get("status", ""),
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("launched_at") or 0))] for e in entries]
+    click.echo(format_table(["UID", "Name", "Engine", "Autostart", "Status", "Launched"], rows))
+
+
+#: The commands this module adds to ``xinference``.
+COMMANDS: tuple[click.Command, ...] = (logs, unload, load, devices, launch_history)

@@ -1,4 +1,4 @@
-"""Tests for the ``xinference`` CLI (xinference.deploy.cli).
+"""Tests for the ``xinference`` CLI (xinference.cli.main and the command modules beside it).
 
 Option parsing is unit-tested without a server; the commands run through click's CliRunner against the
 session's real ``xinference-local`` (``-e endpoint``), launching and terminating a second llama.cpp instance.
@@ -6,6 +6,10 @@ session's real ``xinference-local`` (``-e endpoint``), launching and terminating
 
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,8 +17,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import DEFAULT_MODEL, free_port
-from xinference.deploy import cli
-from xinference.deploy.cli import convert_option_value, format_table, main, parse_engine_options
+from xinference.cli.launch import rate_text
+from xinference.cli.main import main
+from xinference.cli.options import convert_option_value, parse_engine_options
+from xinference.cli.output import format_table
 
 SECOND_UID = "cli-second"
 
@@ -26,8 +32,56 @@ def run(*args: str, input: str | None = None, env: dict[str, str] | None = None)
 # -- without a server ---------------------------------------------------------------------------------------
 
 
-def test_exports() -> None:
-    assert set(cli.__all__) == {"convert_option_value", "format_table", "main", "parse_engine_options"}
+@pytest.mark.parametrize(
+    ("module", "exported"),
+    [
+        ("main", {"main"}),
+        ("options", {"client_session", "connection_options", "convert_option_value", "parse_engine_options"}),
+        ("output", {"ProgressBar", "format_table", "human_size"}),
+        ("launch", {"launch", "rate_text"}),
+        ("chat", {"chat"}),
+        ("models", {"COMMANDS"}),
+        ("cache", {"COMMANDS"}),
+        ("engines", {"engine"}),
+        ("ops", {"COMMANDS", "FOLLOW_INTERVAL_S", "follow_log"}),
+    ],
+)
+def test_exports(module: str, exported: set[str]) -> None:
+    loaded = importlib.import_module(f"xinference.cli.{module}")
+    assert set(loaded.__all__) == exported
+    assert all(hasattr(loaded, name) for name in exported)
+
+
+def test_every_command_is_on_the_group() -> None:
+    assert set(main.commands) == {
+        "launch", "cached", "remove-cache", "list", "terminate", "register", "unregister", "registrations",
+        "engine", "logs", "unload", "load", "devices", "launch-history", "chat",
+    }
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run([sys.executable, "-m", "xinference.cli", "--help"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "launch" in done.stdout and "registrations" in done.stdout
+
+
+def test_deploy_keeps_only_process_bootstrapping() -> None:
+    import xinference.deploy
+
+    deploy_dir = Path(xinference.deploy.__file__).parent
+    assert sorted(p.name for p in deploy_dir.glob("*.py")) == [
+        "__init__.py", "bootstrap.py", "cluster.py", "local.py", "logs.py"
+    ]
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("xinference.deploy.cli")
+
+
+def test_console_script_points_at_cli_main() -> None:
+    from importlib.metadata import entry_points
+
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    assert scripts["xinference"] == "xinference.cli.main:main"
 
 
 @pytest.mark.parametrize(
@@ -212,6 +266,6 @@ def test_chat_unknown_uid_exits_1_before_prompting(endpoint: str) -> None:
 
 
 def test_download_bar_shows_speed_and_time_left() -> None:
-    assert cli._rate_text({"progress": 0.3}) == ""  # not measured yet
-    assert cli._rate_text({"bytes_per_second": 5 * 1024 * 1024, "eta_seconds": 41.7}) == "5.0 MiB/s, 41s left"
-    assert cli._rate_text({"bytes_per_second": 2048.0, "eta_seconds": None}) == "2.0 KiB/s"
+    assert rate_text({"progress": 0.3}) == ""  # not measured yet
+    assert rate_text({"bytes_per_second": 5 * 1024 * 1024, "eta_seconds": 41.7}) == "5.0 MiB/s, 41s left"
+    assert rate_text({"bytes_per_second": 2048.0, "eta_seconds": None}) == "2.0 KiB/s"
