@@ -10,8 +10,9 @@ machines. Measured:
 * **route refresh**: the API route cache's full rebuild (``RouteTable.refresh``: ``get_routes`` + table) and a
   ``GET /v1/models`` listing (``list_models`` + ``model_entry`` + JSON) with every model running;
 * **heartbeat load**: this process's CPU seconds per second while every stand-in heartbeats at the real interval
-  (``settings.heartbeat_interval()``), minus the same window without heartbeats; it includes the stand-ins'
-  sending side, so it is an upper bound on the supervisor's share (the profile splits the two).
+  (``settings.heartbeat_interval()``; each beats from the moment it joins, as a real worker does, also during the
+  launches), minus a short window with the beats paused; it includes the stand-ins' sending side, so it is an
+  upper bound on the supervisor's share (the profile splits the two).
 
 Each phase is profiled (cProfile); the top lines by own time are kept, so a slow spot comes with its cause::
 
@@ -50,7 +51,7 @@ LAUNCH = {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "replic
 DEGRADED_FACTOR = 2.0
 
 
-class StandInWorker(xo.StatelessActor):
+class StandInWorker(xo.StatelessActor):  # type: ignore[misc]
     """Stand-in of a worker for the scale simulation: answers the supervisor's calls at once, starts nothing.
 
     ``launch_replica`` returns a made-up replica address (nothing listens there; the route cache makes refs
@@ -97,13 +98,15 @@ class StandInWorker(xo.StatelessActor):
         supervisor = await xo.actor_ref(address=supervisor_address, uid=SupervisorActor.default_uid())
 
         async def beat() -> None:
-            await asyncio.sleep(interval * (self._index % 97) / 97)  # workers start at different times
             while True:
+                await asyncio.sleep(interval)
                 await supervisor.heartbeat(self.address, self._hardware)
                 self.beats += 1
-                await asyncio.sleep(interval)
 
         self._beat = asyncio.create_task(beat())
+
+    async def beat_count(self) -> int:
+        return self.beats
 
     async def stop_heartbeat(self) -> int:
         if self._beat is not None:
@@ -229,22 +232,22 @@ async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
             "profile": profile_lines(profile)}
 
 
-async def _heartbeats(supervisor_address: str, workers: list[Any], seconds: float) -> dict[str, Any]:
+async def _heartbeats(workers: list[Any], seconds: float) -> dict[str, Any]:
+    """CPU/s with every stand-in beating (as it has since it joined), then for a short window with the beats
+    paused (shorter than the worker timeout, so nobody is declared gone); the difference is the heartbeat load."""
     from xinference import settings
 
     interval = settings.heartbeat_interval()
-    quiet = await _cpu_per_second(seconds / 2)
-    for worker in workers:
-        await worker.start_heartbeat(supervisor_address, interval)
-    await asyncio.sleep(interval)  # every worker has begun beating
+    before = sum([await worker.beat_count() for worker in workers])
     profile = cProfile.Profile()
     profile.enable()
     beating = await _cpu_per_second(seconds)
     profile.disable()
-    beats = sum([await worker.stop_heartbeat() for worker in workers])
+    beats = sum([await worker.stop_heartbeat() for worker in workers]) - before
+    quiet = await _cpu_per_second(min(seconds, settings.worker_timeout() / 3))
     return {"interval_s": interval, "workers": len(workers), "beats": beats,
             "cpu_per_s_idle": quiet, "cpu_per_s_beating": beating, "cpu_per_s_added": max(0.0, beating - quiet),
-            "cpu_ms_per_beat": max(0.0, beating - quiet) * interval / len(workers) * 1000,
+            "cpu_ms_per_beat": max(0.0, beating - quiet) * seconds / max(1, beats) * 1000,
             "profile": profile_lines(profile)}
 
 
@@ -256,6 +259,7 @@ async def _cpu_per_second(seconds: float) -> float:
 
 async def run_scale(scale: Scale) -> dict[str, Any]:
     """Build the cluster, launch, read the routes, heartbeat; returns every figure and profile."""
+    from xinference import settings
     from xinference.core.supervisor import SupervisorActor
 
     hardware = _hardware()
@@ -272,12 +276,13 @@ async def run_scale(scale: Scale) -> dict[str, Any]:
             worker = await xo.create_actor(StandInWorker, hardware, i, address=pool.external_address,
                                            uid=StandInWorker.default_uid())
             await supervisor.add_worker(pool.external_address, hardware)
+            await worker.start_heartbeat(main_pool.external_address, settings.heartbeat_interval())
             workers.append(worker)
         join_seconds = time.perf_counter() - started
         times, launch_profile = await _launch_all(supervisor, scale)
         buckets = bucket_medians(times, scale.bucket)
         routes = await _routes(supervisor, [f"sim-{i:05d}" for i in range(len(times))])
-        beats = await _heartbeats(main_pool.external_address, workers, scale.heartbeat_seconds)
+        beats = await _heartbeats(workers, scale.heartbeat_seconds)
     finally:
         for pool in [*pools, main_pool]:
             await pool.stop()
