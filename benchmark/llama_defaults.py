@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -314,13 +314,17 @@ def _prompt_tokens(api: str) -> int:
     return int(usage.get("prompt_tokens") or 0)
 
 
-def run_sweep(sweep: Sweep) -> dict[str, Any]:
-    """Start every configuration's server, warm each up, then measure round after round; stops them all."""
+def run_sweep(sweep: Sweep, on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Start every configuration's server, warm each up, then measure round after round; stops them all.
+
+    ``on_round`` gets the report so far after every round (a long run on a busy machine leaves usable results
+    even when it is stopped early)."""
     names = [c.name for c in sweep.configs]
     if sweep.baseline not in names:
         raise ValueError(f"baseline {sweep.baseline!r} is not in the grid")
     raw: dict[str, dict[int, list[dict[str, Any]]]] = {n: {c: [] for c in sweep.workload.concurrency} for n in names}
-    busy_before, own_cpu, started = _proc.busy_cpu_seconds(), 0.0, time.perf_counter()
+    busy_before, started = _proc.busy_cpu_seconds(), time.perf_counter()
+    report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="llama-defaults-") as tmp, _proc.stopping_later() as later:
         servers = {c.name: later(_start(c, sweep, Path(tmp))) for c in sweep.configs}
         prompt_tokens = _prompt_tokens(servers[names[0]].api)
@@ -337,17 +341,25 @@ def run_sweep(sweep: Sweep) -> dict[str, Any]:
                 print(f"round {round_index + 1}: {name}: "
                       f"{[round(raw[name][c][-1]['output_throughput'] or 0, 1) for c in raw[name]]} tok/s",
                       file=sys.stderr)
-        own_cpu = _proc.cpu_seconds([p for s in servers.values() for p in s.tree()] + [psutil.Process()])
-        xllamacpp_version = servers[names[0]].info.get("xllamacpp", "unknown")
-    wall = time.perf_counter() - started
-    foreign = _proc.foreign_share(_proc.busy_cpu_seconds() - busy_before, own_cpu, wall, psutil.cpu_count())
+            own_cpu = _proc.cpu_seconds([p for s in servers.values() for p in s.tree()] + [psutil.Process()])
+            wall = time.perf_counter() - started
+            foreign = _proc.foreign_share(_proc.busy_cpu_seconds() - busy_before, own_cpu, wall, psutil.cpu_count())
+            report = _report(sweep, raw, round_index + 1, prompt_tokens, foreign, wall,
+                             servers[names[0]].info.get("xllamacpp", "unknown"))
+            if on_round is not None:
+                on_round(report)
+    return report
+
+
+def _report(sweep: Sweep, raw: dict[str, dict[int, list[dict[str, Any]]]], rounds: int, prompt_tokens: int,
+            foreign: float, wall: float, xllamacpp_version: str) -> dict[str, Any]:
     medians = {n: {c: median_metrics(runs) for c, runs in by_c.items()} for n, by_c in raw.items()}
     best, by_name = pick_best(medians, sweep.baseline)
     return {
         "model": str(sweep.model or _proc.bundled_gguf().name), "xllamacpp": xllamacpp_version,
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, threads={sweep.threads}, "
                    f"n_gpu_layers={sweep.n_gpu_layers}, n_ctx={sweep.n_ctx}",
-        "rounds": sweep.rounds, "workload": asdict(sweep.workload), "system_prompt_tokens": prompt_tokens,
+        "rounds": rounds, "workload": asdict(sweep.workload), "system_prompt_tokens": prompt_tokens,
         "baseline": sweep.baseline, "best": best, "scores": by_name, "foreign_share": foreign,
         "wall_seconds": wall, "configs": [asdict(c) for c in sweep.configs], "medians": medians, "runs": raw,
     }
@@ -366,6 +378,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def write_outputs(report: dict[str, Any], json_out: Path | None, md_out: Path | None) -> None:
+    """Print the page and write the JSON and markdown outputs (each call replaces the last)."""
     text = render_markdown(report)
     print(text)
     if json_out is not None:
@@ -384,8 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only:
         keep = {name.strip() for name in args.only.split(",")} | {sweep.baseline}
         sweep.configs = [c for c in configs if c.name in keep]
-    report = run_sweep(sweep)
-    write_outputs(report, args.json_out, args.md_out)
+    report = run_sweep(sweep, on_round=lambda so_far: write_outputs(so_far, args.json_out, args.md_out))
     return 0 if all(r["errors"] == 0 for by_c in report["runs"].values() for rs in by_c.values() for r in rs) else 1
 
 

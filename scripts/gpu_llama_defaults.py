@@ -54,8 +54,7 @@ def build_sweep(args: argparse.Namespace) -> Sweep:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    report = run_sweep(build_sweep(args))
-    write_outputs(report, args.json_out, args.md_out)
+    run_sweep(build_sweep(args), on_round=lambda so_far: write_outputs(so_far, args.json_out, args.md_out))
     return 0
 
 
