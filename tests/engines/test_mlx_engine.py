@@ -152,6 +152,55 @@ def test_cancel_frees_the_row_at_the_next_token(loop, engine) -> None:  # type: 
     assert stats["generated_tokens"] - before["generated_tokens"] < 200
 
 
+@pytest.mark.parametrize("kind", ["chat", "completions"])
+def test_cancelled_non_streamed_request_leaves_the_batch(loop, engine, kind) -> None:  # type: ignore[no-untyped-def]
+    """What the API does when a non-streamed client goes away: the call is cancelled, the row frees at once."""
+    long = {"max_tokens": 800, "ignore_eos": True, "temperature": 0}
+    if kind == "chat":
+        long["messages"] = user("Tell me a very long story.")
+    else:
+        long["prompt"] = "Once upon a time"
+
+    async def scenario():  # type: ignore[no-untyped-def]
+        before = engine.stats()
+        task = asyncio.ensure_future(getattr(engine, kind)(long))
+        while engine.stats()["generated_tokens"] - before["generated_tokens"] < 5:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        at_cancel = engine.stats()["generated_tokens"]
+        while engine.stats()["running"] and engine.stats()["generated_tokens"] - at_cancel < 150:
+            await asyncio.sleep(0.01)
+        left = engine.stats()
+        short = await engine.chat({"messages": user("Hi"), "max_tokens": 3, "temperature": 0})
+        return before, left, short, engine.stats()
+
+    before, left, short, after = loop.run_until_complete(asyncio.wait_for(scenario(), 300))
+    assert left["running"] == 0 and left["aborted"] == before["aborted"] + 1
+    assert left["generated_tokens"] - before["generated_tokens"] < 100  # far from its 800 tokens
+    assert after["generated_tokens"] - left["generated_tokens"] == short["usage"]["completion_tokens"] == 3
+    assert after["aborted"] == left["aborted"]
+
+
+def test_streamed_text_is_the_whole_decode(loop, engine) -> None:  # type: ignore[no-untyped-def]
+    """Incremental detokenization: emoji and CJK arrive whole, and the pieces add up to the one-shot decode."""
+    request = {"messages": user("Reply with emoji and Chinese: 👋🏽 你好世界 🎉"), "max_tokens": 40, "temperature": 0}
+
+    async def scenario():  # type: ignore[no-untyped-def]
+        stream = await engine.chat_stream(request)
+        pieces, done = [], False
+        while not done:
+            batch, done = await stream.next_batch()
+            pieces.extend(c["choices"][0]["delta"].get("content") or "" for c in batch if c["choices"])
+        return pieces
+
+    pieces = loop.run_until_complete(scenario())
+    whole = content(chat(loop, engine, user("Reply with emoji and Chinese: 👋🏽 你好世界 🎉"), max_tokens=40,
+                         temperature=0))
+    assert "".join(pieces) == whole and not any("\ufffd" in piece for piece in pieces)
+
+
 def test_stream_chunks_and_usage(loop, engine) -> None:  # type: ignore[no-untyped-def]
     async def scenario():  # type: ignore[no-untyped-def]
         stream = await engine.chat_stream({"messages": QUESTION, "max_tokens": 16, "temperature": 0,
