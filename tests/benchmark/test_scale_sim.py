@@ -52,3 +52,7 @@ def test_a_tiny_cluster_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monk
     assert report["heartbeat"]["beats"] >= 2  # both stand-ins beat at the configured interval
     page = render_markdown([report], notes="## Findings")
     assert "2 workers, 6 of 6 replicas launched" in page and page.rstrip().endswith("## Findings")
+
+
+def test_an_empty_profile_has_no_lines() -> None:
+    assert profile_lines(cProfile.Profile()) == []
