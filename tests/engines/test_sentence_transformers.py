@@ -309,3 +309,13 @@ def test_closed_batcher_fails_queued_and_running_requests_with_503() -> None:
         await batcher.close()
 
     asyncio.run(short_forward())
+
+
+def test_threads_follow_the_usable_cores_and_the_openmp_wait_policy() -> None:
+    from xinference.engines.sentence_transformers.config import SentenceTransformersConfig, usable_cores
+
+    config = SentenceTransformersConfig()
+    assert config.resolve(cpu_count=2, gpu=False).n_threads == 1  # spinning threads: leave a core to the API
+    assert config.resolve(cpu_count=2, gpu=False, passive_wait=True).n_threads == 2
+    assert SentenceTransformersConfig(n_threads=3).resolve(cpu_count=2, gpu=False, passive_wait=True).n_threads == 3
+    assert 1 <= usable_cores(10_000) <= (os.cpu_count() or 1) and usable_cores(1) == 1

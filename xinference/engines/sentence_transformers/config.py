@@ -10,7 +10,8 @@ import os
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["DEFAULT_BATCH_WINDOW_MS", "DEFAULT_MAX_BATCH_SIZE", "ResolvedSentenceTransformersConfig",
-           "SentenceTransformersConfig", "default_threads", "usable_cores"]
+           "SentenceTransformersConfig", "default_threads", "passive_threads",
+           "usable_cores"]
 
 #: Inputs per forward pass. On 2 CPU cores all-MiniLM-L6-v2 embeds 16 short sentences in one pass in ~65 ms
 #: against ~180 ms one at a time; past a few dozen inputs padding waste and latency grow faster than throughput.
@@ -28,6 +29,18 @@ def default_threads(cpu_count: int) -> int:
     1 thread kept 19, while on idle cores the second thread gained at most 25%.
     """
     return max(1, cpu_count - 1)
+
+
+def passive_threads(cpu_count: int) -> int:
+    """torch CPU threads when OpenMP threads sleep instead of spinning at barriers (``OMP_WAIT_POLICY=PASSIVE``,
+    which this engine sets for its process): every core the process may use.
+
+    Sleeping threads give their core back to the API and the other processes at once, so the collapse described
+    in :func:`default_threads` does not happen: all-MiniLM-L6-v2 on 2 cores under a load average of ~19 embedded
+    16 sentences in 253-667 ms with 2 passive threads against 435-684 ms with 1, where 2 spinning threads took
+    6.7-11 s (medians of 10 passes, alternating, a busy shared machine: noisy).
+    """
+    return max(1, cpu_count)
 
 
 def usable_cores(reported: int) -> int:
@@ -58,10 +71,13 @@ class SentenceTransformersConfig(BaseModel):
     device: str | None = Field(default=None, description="torch device (default: cuda when available, else cpu)")
     trust_remote_code: bool = False
 
-    def resolve(self, *, cpu_count: int, gpu: bool) -> ResolvedSentenceTransformersConfig:
+    def resolve(self, *, cpu_count: int, gpu: bool, passive_wait: bool = False) -> ResolvedSentenceTransformersConfig:
+        """The options for a process that may use ``cpu_count`` cores; ``passive_wait``: its OpenMP threads sleep
+        at barriers (then every core gets a thread, else one is left to the API and the actors)."""
+        threads = passive_threads(cpu_count) if passive_wait else default_threads(cpu_count)
         return ResolvedSentenceTransformersConfig(
             **self.model_dump(exclude={"n_threads", "device"}),
-            n_threads=self.n_threads or default_threads(cpu_count),
+            n_threads=self.n_threads or threads,
             device=self.device or ("cuda" if gpu else "cpu"),
         )
 

@@ -53,6 +53,20 @@ def _backend_errors() -> Iterator[None]:
         raise EngineError(f"sentence-transformers failed: {type(exc).__name__}: {exc}") from exc
 
 
+def _passive_openmp() -> bool:
+    """Make this process's OpenMP threads sleep, not spin, while they wait (``OMP_WAIT_POLICY=PASSIVE``); returns
+    whether they will.
+
+    OpenMP reads the variable once, when torch first loads it, so it can only be set before this process imports
+    torch (model processes import it only when an engine loads). A value the user set is kept.
+    """
+    import sys
+
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
+
+
 class SentenceTransformersEngine(Engine):
     """Bi-encoder embeddings and cross-encoder reranking on CPU or GPU."""
 
@@ -83,7 +97,8 @@ class SentenceTransformersEngine(Engine):
     async def load(self) -> None:
         assert isinstance(self.config, SentenceTransformersConfig)
         cores = usable_cores(self.hardware.cpu_count)
-        self.resolved = self.config.resolve(cpu_count=cores, gpu=self.hardware.cuda_available)
+        self.resolved = self.config.resolve(cpu_count=cores, gpu=self.hardware.cuda_available,
+                                            passive_wait=_passive_openmp())
         # Weights are always local here: never let the hub client reach for the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         logger.info("loading %s with sentence-transformers: %s", self.model_uid, self.resolved.model_dump())
