@@ -30,7 +30,7 @@ from xinference.engines.continuous.outputs import (
 )
 from xinference.engines.continuous.requests import RequestPlan, SamplingParams, sampling_params
 from xinference.engines.grammar import Constraint, GrammarTokenizer
-from xinference.errors import ContextLengthExceeded, ModelUnavailable, XinferenceError
+from xinference.errors import ContextLengthExceeded, LaunchFailed, ModelUnavailable, XinferenceError
 from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
 from xinference.model.parsers.tool_calls import ToolCallFormat
@@ -73,6 +73,18 @@ class BatchingEngine(Engine):
         """Last changes to a validated chat plan once its parser is known (in place)."""
 
     # -- life cycle --------------------------------------------------------------------------------------------
+    async def _start_loop(self, scheduler: DecodeLoop, *, with_type: bool = False) -> None:
+        """Start ``scheduler`` (it loads the model on its thread) and wait; a failed load is LaunchFailed with the
+        backend's text (and its exception's type when ``with_type``)."""
+        scheduler.start()
+        try:
+            await asyncio.to_thread(scheduler.wait_loaded)
+        except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
+            detail = f"{type(exc).__name__}: {exc}" if with_type else str(exc)
+            raise LaunchFailed(f"{self.name} could not load {self.model_uid}: {detail}") from exc
+        self._tokenizer = scheduler.tokenizer
+        self._grammar_lock = threading.Lock()
+
     async def unload(self) -> None:
         if self._scheduler is not None:
             scheduler, self._scheduler = self._scheduler, None

@@ -32,10 +32,8 @@ generator) and are picked by :mod:`.sampling` (the grammar is a logits processor
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from xinference.engines import envs
@@ -149,16 +147,10 @@ class MLXEngine(BatchingEngine):
                                f"`xinference engine install MLX`): {exc}") from exc
         scheduler = Scheduler(self._load_model, max_num_seqs=cfg.max_num_seqs,
                               prefill_step_size=cfg.prefill_step_size, name=f"mlx-{self.model_uid}")
-        scheduler.start()
-        try:
-            await asyncio.to_thread(scheduler.wait_loaded)
-        except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
-            raise LaunchFailed(f"MLX could not load {self.model_uid}: {type(exc).__name__}: {exc}") from exc
-        self._tokenizer = scheduler.tokenizer
+        await self._start_loop(scheduler, with_type=True)
         self._template = find_chat_template(self.family, self.model_path)
         self._stop_token_ids = self._collect_stop_ids(scheduler.tokenizer)
         self._vocab_size = _logits_width(scheduler.model, scheduler.tokenizer)
-        self._grammar_lock = threading.Lock()
         self._scheduler = scheduler
         self.blas = str(blas) if blas else "mlx"
 

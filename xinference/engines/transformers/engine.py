@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import threading
 from typing import Any, ClassVar, Iterator
 
 from xinference.engines.base import Verdict
@@ -83,15 +82,9 @@ class TransformersEngine(BatchingEngine):
         cfg = self.resolved
         scheduler = Scheduler(self._load_model, max_num_seqs=cfg.max_num_seqs, device=cfg.device,
                               name=f"tf-{self.model_uid}")
-        scheduler.start()
-        try:
-            await asyncio.to_thread(scheduler.wait_loaded)
-        except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
-            raise LaunchFailed(f"Transformers could not load {self.model_uid}: {exc}") from exc
-        self._tokenizer = scheduler.tokenizer
+        await self._start_loop(scheduler)
         self._stop_token_ids = self._collect_stop_ids(scheduler.model, scheduler.tokenizer)
         self._vocab_size = int(scheduler.model.config.vocab_size)
-        self._grammar_lock = threading.Lock()
         self._scheduler = scheduler
 
     def _load_model(self) -> tuple[Any, Any]:
