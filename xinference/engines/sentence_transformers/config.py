@@ -16,8 +16,9 @@ __all__ = ["DEFAULT_BATCH_WINDOW_MS", "DEFAULT_MAX_BATCH_SIZE", "ResolvedSentenc
 #: Inputs per forward pass. On 2 CPU cores all-MiniLM-L6-v2 embeds 16 short sentences in one pass in ~65 ms
 #: against ~180 ms one at a time; past a few dozen inputs padding waste and latency grow faster than throughput.
 DEFAULT_MAX_BATCH_SIZE = 32
-#: How long the first request of an idle model waits for others to join its forward pass. Requests arriving while
-#: a pass runs never wait for it, so this only bounds the extra latency of a lone request.
+#: While requests are concurrent, a round waits for more to join its forward pass until none arrived for this long
+#: (and never more than four times this in all). A lone client's requests never wait; requests arriving while a pass
+#: runs join the next one.
 DEFAULT_BATCH_WINDOW_MS = 2.0
 
 
@@ -60,7 +61,8 @@ class SentenceTransformersConfig(BaseModel):
 
     max_batch_size: int = Field(default=DEFAULT_MAX_BATCH_SIZE, ge=1, le=4096, description="inputs per forward pass")
     batch_window_ms: float = Field(default=DEFAULT_BATCH_WINDOW_MS, ge=0.0, le=1000.0,
-                                   description="how long a lone request waits for others to share its pass")
+                                   description="quiet gap (ms) that closes the batching window; the window lasts "
+                                               "at most 4 gaps and opens only while requests are concurrent")
     max_length: int | None = Field(default=None, ge=8, le=1 << 17,
                                    description="tokens per input; longer inputs are truncated (default: the model's)")
     n_threads: int | None = Field(default=None, ge=1, le=1024, description="torch CPU threads")
