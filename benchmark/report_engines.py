@@ -117,7 +117,8 @@ def study_section(title: str, study: dict[str, Any], source: str) -> list[str]:
     lines = [f"## {title}", "", f"From `{source}`.", ""]
     if isinstance(study.get("markdown"), str):
         return [*lines, study["markdown"].rstrip(), ""]
-    figures = study.get("summary") if isinstance(study.get("summary"), dict) else study
+    summary = study.get("summary")
+    figures: dict[str, Any] = summary if isinstance(summary, dict) else study
     rows = [[str(key), _cell(value)] for key, value in figures.items() if not isinstance(value, (dict, list))]
     return [*lines, *table(["figure", "value"], rows), ""] if rows else [*lines, "_No flat figures to show._", ""]
 
