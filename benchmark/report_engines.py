@@ -116,11 +116,20 @@ def study_section(title: str, study: dict[str, Any], source: str) -> list[str]:
     ``markdown`` when it provides one, else its top-level figures."""
     lines = [f"## {title}", "", f"From `{source}`.", ""]
     if isinstance(study.get("markdown"), str):
-        return [*lines, study["markdown"].rstrip(), ""]
+        return [*lines, *_nested(study["markdown"]), ""]
     summary = study.get("summary")
     figures: dict[str, Any] = summary if isinstance(summary, dict) else study
     rows = [[str(key), _cell(value)] for key, value in figures.items() if not isinstance(value, (dict, list))]
     return [*lines, *table(["figure", "value"], rows), ""] if rows else [*lines, "_No flat figures to show._", ""]
+
+
+def _nested(markdown: str) -> list[str]:
+    """A study's own write-up under this report's section: its headings two levels deeper (``#`` -> ``###``)."""
+    lines, fenced = [], False
+    for line in markdown.rstrip().splitlines():
+        fenced = fenced != line.startswith("```")
+        lines.append("##" + line if line.startswith("#") and not fenced else line)
+    return lines
 
 
 def _cell(value: Any) -> str:
@@ -141,5 +150,5 @@ def engines_sections(report: dict[str, Any]) -> list[str]:
         lines += launch_section(report["engine_launch"])
     for key, title in (("scale", "Scale simulation"), ("defaults", "llama.cpp defaults study")):
         if report.get(key):
-            lines += study_section(title, report[key], f"benchmark/results/{key}.json")
+            lines += study_section(title, report[key], f"benchmark/results/{key}.json / .md")
     return lines

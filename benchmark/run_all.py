@@ -60,8 +60,9 @@ __all__ = [
 ]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-#: Studies written by other scripts into the output folder, rendered when present (report key -> file name).
-STUDIES: dict[str, str] = {"scale": "scale.json", "defaults": "defaults.json"}
+#: Studies written by other scripts into the output folder, rendered when present: report key -> file stem
+#: (``scale.json`` with its figures, ``scale.md`` with their own write-up, either or both).
+STUDIES: dict[str, str] = {"scale": "scale", "defaults": "defaults"}
 ENGINE_COMPARISONS = ("vLLM", "MLX")
 
 
@@ -118,15 +119,22 @@ def machine_facts() -> dict[str, Any]:
 
 # -- running -------------------------------------------------------------------------------------------------------
 def load_studies(folder: Path) -> dict[str, Any]:
-    """The :data:`STUDIES` found in ``folder``, by report key; an unreadable file becomes ``{"error": ...}``."""
+    """The :data:`STUDIES` found in ``folder``, by report key: the JSON's figures, plus the study's own markdown
+    under ``"markdown"`` when it wrote one; an unreadable JSON becomes ``{"error": ...}``."""
     found: dict[str, Any] = {}
-    for key, name in STUDIES.items():
-        path = folder / name
-        if path.is_file():
+    for key, stem in STUDIES.items():
+        data, markdown = folder / f"{stem}.json", folder / f"{stem}.md"
+        study: dict[str, Any] = {}
+        if data.is_file():
             try:
-                found[key] = json.loads(path.read_text())
+                loaded = json.loads(data.read_text())
+                study = loaded if isinstance(loaded, dict) else {"figures": loaded}
             except (OSError, ValueError) as exc:
-                found[key] = {"error": f"{name} could not be read: {exc}"}
+                study = {"error": f"{data.name} could not be read: {exc}"}
+        if markdown.is_file():
+            study["markdown"] = markdown.read_text()
+        if study:
+            found[key] = study
     return found
 
 

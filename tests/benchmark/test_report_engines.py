@@ -75,10 +75,14 @@ def test_study_section_prefers_the_studys_own_markdown_then_its_flat_figures() -
 
 def test_studies_are_read_from_the_output_folder(tmp_path: Path) -> None:
     (tmp_path / "scale.json").write_text(json.dumps({"summary": {"workers": 50}}))
+    (tmp_path / "scale.md").write_text("# Scale\n\n```\n# not a heading\n```\n")
     (tmp_path / "defaults.json").write_text("{not json")
     studies = run_all.load_studies(tmp_path)
-    assert studies["scale"] == {"summary": {"workers": 50}} and "could not be read" in studies["defaults"]["error"]
+    assert studies["scale"]["summary"] == {"workers": 50}
+    assert "could not be read" in studies["defaults"]["error"]
     assert run_all.load_studies(tmp_path / "missing") == {}
+    text = "\n".join(study_section("Scale simulation", studies["scale"], "scale"))
+    assert "### Scale" in text and "\n# not a heading" in text  # headings nested, code blocks untouched
 
 
 def test_noise_warning_covers_the_other_engines() -> None:
