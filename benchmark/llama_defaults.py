@@ -22,6 +22,7 @@ import asyncio
 import json
 import math
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -200,6 +201,15 @@ def run_metrics(results: Sequence[tuple[int, RequestResult]], wall: float) -> di
     return metrics
 
 
+def prefilled_tokens(log_text: str) -> list[int]:
+    """Prompt tokens llama.cpp actually computed per request, read from its log (``prompt eval time = ... / N
+    tokens``): the part of each prompt no cache covered. Unlike times, it does not depend on the machine's load."""
+    return [int(match) for match in _PROMPT_EVAL.findall(log_text)]
+
+
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
 # -- results -----------------------------------------------------------------------------------------------------
 MEDIAN_KEYS = ("ttft_ms_p50", "ttft_turn1_ms_p50", "ttft_turn2_ms_p50", "tpot_ms_p50", "output_throughput")
 
@@ -271,6 +281,13 @@ def render_markdown(report: dict[str, Any]) -> str:
             cells += [_fmt(m["output_throughput"]), _fmt(m["ttft_ms_p50"]),
                       f"{_fmt(m['ttft_turn1_ms_p50'])} / {_fmt(m['ttft_turn2_ms_p50'])}", _fmt(m["tpot_ms_p50"])]
         lines.append("| " + " | ".join(cells) + " |")
+    prefill = report.get("prefill") or {}
+    if prefill:
+        lines += ["", "Prompt tokens llama.cpp computed (not served from a cache), every request of the run (warm-up "
+                  "included, the same requests on every server): independent of the machine's load.", "",
+                  "| configuration | requests | prompt tokens computed | per request |", "|---|---:|---:|---:|"]
+        lines += [f"| {name} | {p['requests']} | {p['prefilled_tokens']} | {p['per_request']:.0f} |"
+                  for name, p in sorted(prefill.items(), key=lambda item: item[1]["prefilled_tokens"])]
     lines += ["", "Times in ms. Measured on a shared machine: treat differences under ~10% as noise.", ""]
     return "\n".join(lines)
 
@@ -346,9 +363,20 @@ def run_sweep(sweep: Sweep, on_round: Callable[[dict[str, Any]], None] | None = 
             foreign = _proc.foreign_share(_proc.busy_cpu_seconds() - busy_before, own_cpu, wall, psutil.cpu_count())
             report = _report(sweep, raw, round_index + 1, prompt_tokens, foreign, wall,
                              servers[names[0]].info.get("xllamacpp", "unknown"))
+            report["prefill"] = {name: _prefill_summary(server.log_path) for name, server in servers.items()}
             if on_round is not None:
                 on_round(report)
     return report
+
+
+def _prefill_summary(log_path: Path) -> dict[str, float]:
+    """Requests served so far (warm-up included: the same number on every server) and prompt tokens computed."""
+    try:
+        counts = prefilled_tokens(log_path.read_text(errors="replace"))
+    except OSError:
+        counts = []
+    return {"requests": len(counts), "prefilled_tokens": sum(counts),
+            "per_request": sum(counts) / len(counts) if counts else 0.0}
 
 
 def _report(sweep: Sweep, raw: dict[str, dict[int, list[dict[str, Any]]]], rounds: int, prompt_tokens: int,

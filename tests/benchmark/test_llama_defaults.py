@@ -140,3 +140,13 @@ def test_the_gpu_sweep_offloads_every_layer_with_more_slots(tmp_path: Path) -> N
             bad.write_bytes(b"x")
         with pytest.raises(SystemExit):
             gpu_llama_defaults.build_sweep(gpu_llama_defaults.parse_args([str(bad)]))
+
+
+def test_prefilled_tokens_are_read_from_llama_cpps_log() -> None:
+    from benchmark.llama_defaults import prefilled_tokens
+
+    log = ("0.01 I slot print_timing: id  3 | task 0 | prompt eval time =   19179.96 ms /   382 tokens (   50.21 ms "
+           "per token)\n0.02 I slot print_timing: id  3 | task 0 |        eval time =    2603.99 ms /    16 tokens\n"
+           "0.03 I slot print_timing: id  1 | task 5 | prompt eval time =    3818.25 ms /    63 tokens (60 ms)\n")
+    assert prefilled_tokens(log) == [382, 63]
+    assert prefilled_tokens("") == []
