@@ -170,3 +170,30 @@ def test_gpu_build_env_recipe_follows_the_index_setting(monkeypatch) -> None:
     assert recipe is not None and recipe.overlay and recipe.packages == ("xllamacpp",)
     assert recipe.pip_args[:2] == ("--index-url", "https://wheels.example/cu128")
     assert LlamaCppEngine.env_recipe(linux()) is None  # a CPU worker keeps PyPI's CPU build
+
+
+# -- the measured defaults (benchmark/llama_defaults.py, doc/performance.md) ------------------------------------------
+def test_defaults_are_the_measured_ones_for_the_common_chat_case() -> None:
+    from xinference.engines.llama_cpp.config import DEFAULT_CPU_SLOTS, DEFAULT_GPU_SLOTS, MAX_DEFAULT_CTX, LlamaCppConfig
+
+    cpu = LlamaCppConfig().resolve(cpu_count=2, context_length=131072, gpu=False)
+    # unified KV: each request may use the whole context (per-slot KV measured no cache or speed gain)
+    assert (cpu.kv_unified, cpu.cache_prompt, cpu.n_parallel, cpu.n_ctx) == (True, True, DEFAULT_CPU_SLOTS,
+                                                                           MAX_DEFAULT_CTX)
+    assert (DEFAULT_CPU_SLOTS, DEFAULT_GPU_SLOTS, MAX_DEFAULT_CTX) == (4, 8, 8192)
+    # batch sizes and the host-memory prompt cache are llama.cpp's own (2048/512, cache_ram on)
+    assert cpu.n_batch is None and cpu.n_ubatch is None and "cache_ram_mib" not in cpu.params
+    assert LlamaCppConfig().resolve(cpu_count=2, context_length=2048, gpu=True).n_parallel == DEFAULT_GPU_SLOTS
+
+
+def test_the_default_params_reach_llama_cpp_with_its_own_batch_sizes(smol_path: str) -> None:
+    import xllamacpp
+
+    engine = LlamaCppEngine.__new__(LlamaCppEngine)
+    engine.model_path = smol_path
+    engine.family = ModelRegistry().get("smollm2-instruct")
+    resolved = LlamaCppEngine.parse_config({}).resolve(cpu_count=2, context_length=8192, gpu=False)
+    params = engine._build_params(xllamacpp, resolved)
+    assert (params.kv_unified, params.cache_prompt, params.n_parallel) == (True, True, 4)
+    assert (params.n_batch, params.n_ubatch, params.n_cache_reuse) == (2048, 512, 0)
+    assert params.cache_ram_mib == 8192

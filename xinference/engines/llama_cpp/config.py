@@ -41,6 +41,9 @@ DEFAULT_CPU_SLOTS = 4
 DEFAULT_GPU_SLOTS = 8
 #: Default context when the user does not set ``n_ctx``: the model's own, capped so the KV cache of a small
 #: machine stays modest. The KV cache is unified: any one request may use all of it.
+#: (``benchmark/llama_defaults.py``, results in ``benchmark/results/defaults.md`` and ``doc/performance.md``: with 1-4
+#: chat users sharing a system prompt, unified and per-slot KV left the same ~92 of ~420 prompt tokens to compute per
+#: request, so the prompt caches gain nothing from per-slot KV, which would cut each request to n_ctx / n_parallel.)
 MAX_DEFAULT_CTX = 8192
 #: VRAM left free when estimating GPU layers: llama.cpp's compute buffers, the CUDA context and some slack.
 GPU_RESERVE_BYTES = 1 << 30
@@ -67,10 +70,12 @@ class LlamaCppConfig(BaseModel):
     n_gpu_layers: int | None = Field(
         default=None, ge=-1, description="layers on the GPU; -1: all; unset: all that fit in free VRAM (estimated)"
     )
+    #: unified (measured: no cache or speed gain from per-slot KV for the common chat case; see MAX_DEFAULT_CTX)
     kv_unified: bool = True
     flash_attn: Literal["auto", "on", "off"] = "auto"
     cache_type_k: KvCacheType | None = None
     cache_type_v: KvCacheType | None = None
+    #: reuse each slot's cached prefix (shared system prompt, repeated turns): ~78% of prompt tokens measured
     cache_prompt: bool = True
     #: llama.cpp's own ``common_params`` fields by dotted path, collected from every other launch option
     params: dict[str, Any] = Field(default_factory=dict, description="llama.cpp common_params by dotted path")
