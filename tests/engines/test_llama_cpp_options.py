@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.machines import GIB, linux, mac
-from xinference.core.hardware import detect_hardware
 from xinference.cli.options import parse_engine_options
+from xinference.core.hardware import detect_hardware
 from xinference.engines.llama_cpp.config import ALL_LAYERS, estimate_gpu_layers
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.params_tree import load_tree
@@ -174,7 +174,12 @@ def test_gpu_build_env_recipe_follows_the_index_setting(monkeypatch) -> None:
 
 # -- the measured defaults (benchmark/llama_defaults.py, doc/performance.md) ------------------------------------------
 def test_defaults_are_the_measured_ones_for_the_common_chat_case() -> None:
-    from xinference.engines.llama_cpp.config import DEFAULT_CPU_SLOTS, DEFAULT_GPU_SLOTS, MAX_DEFAULT_CTX, LlamaCppConfig
+    from xinference.engines.llama_cpp.config import (
+        DEFAULT_CPU_SLOTS,
+        DEFAULT_GPU_SLOTS,
+        MAX_DEFAULT_CTX,
+        LlamaCppConfig,
+    )
 
     cpu = LlamaCppConfig().resolve(cpu_count=2, context_length=131072, gpu=False)
     # unified KV: each request may use the whole context (per-slot KV measured no cache or speed gain)
