@@ -85,9 +85,11 @@ def _launch_one(platform: _proc.Platform, engine: str, log: Any) -> dict[str, An
     uid = f"launch-{engine.lower().replace('.', '')}"
     before = {p.pid for p in platform.tree()}
     launch_s = _engines.launch(platform.api, uid, model_name, engine, options)
-    first_s = _engines.first_token_seconds(platform.api, uid)
-    rss = _proc.rss_mb(_engines.new_processes(platform, before))
-    _proc.terminate_model(platform.api, uid)
+    try:
+        first_s = _engines.first_token_seconds(platform.api, uid)
+        rss = _proc.rss_mb(_engines.new_processes(platform, before))
+    finally:
+        _proc.terminate_model(platform.api, uid)  # one model loaded at a time, also after a failed request
     log(f"{engine}: launch {launch_s:.2f}s, first token {first_s:.2f}s after it, model processes {rss:.0f} MiB")
     return {"launch_seconds": launch_s, "first_token_seconds": first_s, "model_rss_mb": rss, "options": options}
 
