@@ -72,7 +72,9 @@ async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmu
         async def one(text: str) -> int:
             async with limit:
                 response = await client.post(f"{api}/embeddings", json={"model": EMBEDDING_MODEL, "input": text})
-                response.raise_for_status()
+                if response.status_code != 200:
+                    raise RuntimeError(f"embedding request failed at c={concurrency}: {response.status_code} "
+                                       f"{response.text[:500]}")
                 used: int = response.json()["usage"]["prompt_tokens"]
                 return used
 
@@ -84,15 +86,17 @@ async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmu
 
 
 def embedding_rates(api: str, requests: int = 96, levels: tuple[int, ...] = EMBEDDING_LEVELS,
-                    seed: int | None = None) -> dict[str, float]:
-    """Launch the bundled embedding model, measure each level, unload it.
+                    seed: int | None = None, launch_options: dict[str, Any] | None = None) -> dict[str, float]:
+    """Launch the bundled embedding model (with ``launch_options``, e.g. ``{"n_threads": 1}``), measure each level,
+    unload it.
 
     Returns ``c{level}_req_s`` and ``c{level}_tok_s`` for every level, ``ratio`` (c=16 over c=1 requests/s, the
     DESIGN figure) and ``ratio_tok`` (the same for tokens/s); ``ratio_c{level}`` for the other levels.
     """
-    response = httpx.post(f"{api}/models", json={"model_name": EMBEDDING_MODEL, "model_type": "embedding"},
-                          timeout=300)
-    response.raise_for_status()
+    response = httpx.post(f"{api}/models", json={"model_name": EMBEDDING_MODEL, "model_type": "embedding",
+                                                 **(launch_options or {})}, timeout=300)
+    if response.status_code != 200:
+        raise RuntimeError(f"launching {EMBEDDING_MODEL} failed: {response.status_code} {response.text[:500]}")
     base = seed if seed is not None else time.time_ns() % 1_000_000_007
     seeds = itertools.count(base * 100)
     results: dict[str, float] = {}
@@ -144,14 +148,15 @@ def transformers_rates(api: str, max_tokens: int = 32,
     return results
 
 
-def run_batching(parts: tuple[str, ...] = ("embeddings", "transformers")) -> dict[str, Any]:
+def run_batching(parts: tuple[str, ...] = ("embeddings", "transformers"),
+                 embedding_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The measurements named in ``parts`` on a fresh ``xinference-local``."""
     with tempfile.TemporaryDirectory() as home:
         platform = start_platform(Path(home))
         try:
             report: dict[str, Any] = {}
             if "embeddings" in parts:
-                report["embeddings"] = embedding_rates(platform.api)
+                report["embeddings"] = embedding_rates(platform.api, launch_options=embedding_options)
             if "transformers" in parts:
                 report["transformers"] = transformers_rates(platform.api)
             return report
@@ -167,8 +172,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--only", choices=["embeddings", "transformers"], default=None)
+    parser.add_argument("--embedding-options", type=json.loads, default=None,
+                        help='launch options of the embedding model as JSON, e.g. \'{"n_threads": 1}\'')
     args = parser.parse_args()
-    report = run_batching((args.only,) if args.only else ("embeddings", "transformers"))
+    report = run_batching((args.only,) if args.only else ("embeddings", "transformers"), args.embedding_options)
     if "embeddings" in report:
         emb = report["embeddings"]
         print(f"embeddings req/s: {_levels_line(emb, 'req_s', EMBEDDING_LEVELS)} ({emb['ratio']:.2f}x)")
