@@ -87,26 +87,29 @@ def launch_section(launches: dict[str, Any]) -> list[str]:
     ]
 
 
-def _rates(figures: dict[str, Any]) -> dict[int, tuple[float | None, str]]:
-    found: dict[int, tuple[float | None, str]] = {}
+def _rates(figures: dict[str, Any]) -> dict[str, dict[int, float | None]]:
+    """Rates by unit (``tok/s``, ``req/s``) and concurrency level, from keys like ``c4_tok_s``."""
+    found: dict[str, dict[int, float | None]] = {}
     for key, value in figures.items():
         match = _RATE_KEY.match(key)
         if match and (value is None or isinstance(value, (int, float))):
-            found[int(match.group(1))] = (value, "tok/s" if match.group(2) == "tok" else "req/s")
+            unit = "tok/s" if match.group(2) == "tok" else "req/s"
+            found.setdefault(unit, {})[int(match.group(1))] = value
     return found
 
 
 def batching_section(batching: dict[str, Any]) -> list[str]:
-    """Throughput per concurrency level for each batched workload, whatever levels it was measured at."""
+    """Throughput per concurrency level for each batched workload and unit, whatever levels were measured; the
+    workload's ratios (``ratio*`` keys) on its first row."""
     workloads = {name: figures for name, figures in batching.items() if isinstance(figures, dict)}
-    levels = sorted({c for figures in workloads.values() for c in _rates(figures)})
+    levels = sorted({c for figures in workloads.values() for rates in _rates(figures).values() for c in rates})
     rows = []
     for name, figures in workloads.items():
-        rates = _rates(figures)
-        unit = next((u for _v, u in rates.values()), "")
         ratios = ", ".join(f"{key.removeprefix('ratio').strip('_') or 'gain'} {n(value)} x"
                            for key, value in figures.items() if key.startswith("ratio") and value is not None)
-        rows.append([f"{name} ({unit})", *(n(rates[c][0], 1) if c in rates else "" for c in levels), ratios])
+        for index, (unit, rates) in enumerate(sorted(_rates(figures).items(), key=lambda item: item[0] != "req/s")):
+            rows.append([f"{name} ({unit})", *(n(rates[c], 1) if c in rates else "" for c in levels),
+                         ratios if index == 0 else ""])
     return ["## Batching (through the platform, over HTTP)", "",
             *table(["workload", *(f"c={c}" for c in levels), "gain"], rows), ""]
 

@@ -58,13 +58,15 @@ def test_launch_section_lists_each_engine_with_its_install_state() -> None:
 
 
 def test_batching_section_renders_whatever_levels_were_measured() -> None:
-    batching = {"embeddings": {"c1_req_s": 40.0, "c16_req_s": 150.0, "ratio": 3.75},
+    batching = {"embeddings": {"c1_req_s": 40.0, "c1_tok_s": 400.0, "c16_req_s": 150.0, "c16_tok_s": 1500.0,
+                               "ratio": 3.75},
                 "transformers": {"c1_tok_s": 20.0, "c4_tok_s": 50.0, "c8_tok_s": 70.0, "c16_tok_s": 90.0,
                                  "ratio_c8_c1": 3.5, "c1_errors": 0}}
     text = "\n".join(batching_section(batching))
     assert "| workload | c=1 | c=4 | c=8 | c=16 | gain |" in text
     assert "| transformers (tok/s) | 20.0 | 50.0 | 70.0 | 90.0 | c8_c1 3.50 x |" in text
     assert "| embeddings (req/s) | 40.0 |  |  | 150.0 | gain 3.75 x |" in text
+    assert "| embeddings (tok/s) | 400.0 |  |  | 1500.0 |  |" in text
 
 
 def test_study_section_prefers_the_studys_own_markdown_then_its_flat_figures() -> None:
