@@ -532,8 +532,10 @@ def ab_result(config: CompareConfig, records: Sequence[RunRecord]) -> dict[str, 
         "problems": _check_lengths(records, config.max_tokens),
         "levels": levels,
         "runs": [run_line(record) for record in records],
-        "prompt_tokens_equal": all(
-            level["raw"]["total_prompt_tokens"] == level["ours"]["total_prompt_tokens"] for level in levels
+        "prompt_tokens_equal": all(  # only levels where both sides completed as many requests
+            level["raw"]["total_prompt_tokens"] == level["ours"]["total_prompt_tokens"]
+            for level in levels
+            if level["raw"]["completed"] == level["ours"]["completed"]
         ),
     }
 

@@ -141,3 +141,17 @@ def test_envs_dir_follows_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert _engines.envs_dir() == tmp_path
     monkeypatch.delenv("XINFERENCE_ENVS_DIR")
     assert _engines.envs_dir() == Path(_engines.DEFAULT_ENVS_DIR).expanduser()
+
+
+def test_prompt_tokens_are_compared_only_where_both_sides_completed_alike() -> None:
+    from benchmark.compare_engine import RunRecord, Step, ab_result
+    from benchmark.stats import RequestResult
+
+    def run(side: str, ok: int, failed: int) -> RunRecord:
+        results = [RequestResult(start_time=0.0, ok=True, ttft=0.1, e2e=1.0, completion_tokens=4, prompt_tokens=10)
+                   for _ in range(ok)] + [RequestResult(start_time=0.0, error="503") for _ in range(failed)]
+        return RunRecord(Step(0, 4, side), results, 1.0)
+
+    config = CompareConfig(rounds=1, concurrency=(4,), max_tokens=4)
+    assert ab_result(config, [run("raw", 4, 0), run("ours", 2, 2)])["prompt_tokens_equal"] is True
+    assert ab_result(config, [run("raw", 4, 0), run("ours", 4, 0)])["prompt_tokens_equal"] is True
