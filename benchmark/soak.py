@@ -198,6 +198,7 @@ class _Run:
     model_pids: dict[int, str] = field(default_factory=dict)
     churn_cycles: int = 0
     counter: int = 0
+    boot_times: set[float] = field(default_factory=set)
 
     def error(self, op: str, kind: str, message: str) -> None:
         self.errors[f"{op}:{kind}"] += 1
@@ -258,11 +259,12 @@ async def _load_worker(run: _Run, client: httpx.AsyncClient, seed: int, deadline
 def _sample_once(run: _Run) -> None:
     """One RSS/fd sample of every process of the server's tree (blocking: run in a thread)."""
     now = run.elapsed()
+    run.boot_times.add(psutil.boot_time())
     alive: set[tuple[int, float]] = set()
     for proc in run.platform.tree():
         try:
             with proc.oneshot():
-                key = (proc.pid, proc.create_time())
+                key = (proc.pid, _start_time(proc))
                 rss = proc.memory_info().rss / 2**20
                 fds = proc.num_fds() if hasattr(proc, "num_fds") else None
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -276,6 +278,17 @@ def _sample_once(run: _Run) -> None:
     for key, series in run.series.items():
         if key not in alive and series.exited_at is None:
             series.exited_at = now
+
+
+def _start_time(proc: psutil.Process) -> float:
+    """When ``proc`` started: on Linux its ``starttime`` in clock ticks since boot (``/proc/<pid>/stat``), which
+    unlike psutil's wall-clock ``create_time()`` does not move when the kernel's ``btime`` moves; elsewhere
+    ``create_time()``."""
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        return float(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return float(proc.create_time())
 
 
 def _label(run: _Run, proc: psutil.Process) -> str:
@@ -360,7 +373,7 @@ def _leftovers(run: _Run) -> list[dict[str, Any]]:
     left = []
     for (pid, created), series in run.series.items():
         with contextlib.suppress(psutil.NoSuchProcess):
-            if psutil.Process(pid).create_time() == created:
+            if _start_time(psutil.Process(pid)) == created:
                 left.append({"pid": pid, "label": series.label})
     return left
 
@@ -390,6 +403,9 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         leftovers = _leftovers(run)
         log_tail = platform.log_tail(40) if run.errors else ""
     processes = [summarize_series(s) for s in run.series.values()]
+    if len(run.boot_times) > 1:
+        notes.append(f"the kernel's boot time (btime, psutil.boot_time()) moved during the run: "
+                     f"{sorted(run.boot_times)}; every wall-clock process create_time moved with it")
     report: dict[str, Any] = {
         "minutes": args.minutes,
         "concurrency": args.concurrency,
