@@ -46,10 +46,10 @@ class StableCreateTimeProcess(psutil.Process):
 
     def create_time(self) -> float:
         try:
-            since_boot = float(self._proc.create_time(monotonic=True))  # type: ignore[attr-defined]
+            since_boot = float(self._proc.create_time(monotonic=True))
         except TypeError:  # a psutil without the since-boot variant: its own (clock-based) answer
-            return super().create_time()
-        return since_boot + _BOOT_TIME
+            return float(super().create_time())
+        return since_boot + float(_BOOT_TIME)
 
 
 def _stable_psutil() -> types.ModuleType:
