@@ -37,7 +37,7 @@ import psutil
 from benchmark import _proc
 from benchmark.bench_serving import build_prompts, parse_concurrency, run_benchmark
 from benchmark.profile_stacks import hot_spots
-from benchmark.stats import RequestResult, summarize
+from benchmark.stats import DELIVERY_GAP_SECONDS, RequestResult, summarize
 
 SIDES: tuple[str, str] = ("raw", "ours")
 MODEL_UID = "bench-compare"
@@ -158,7 +158,7 @@ def cpu_ms_per_token(records: Sequence[RunRecord]) -> dict[str, float | None]:
     return per_token
 
 
-def chunks_per_delivery(results: Sequence[RequestResult], gap_seconds: float = 0.0005) -> float | None:
+def chunks_per_delivery(results: Sequence[RequestResult], gap_seconds: float = DELIVERY_GAP_SECONDS) -> float | None:
     """Average streamed chunks that reached the client together (closer than ``gap_seconds``).
 
     About 1 when every token travels on its own (one SSE write, and on the platform one actor pull, per token);

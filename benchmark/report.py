@@ -90,6 +90,7 @@ def _compare_section(compare: dict[str, Any]) -> list[str]:
                 _n(cmp["tpot_p50_ratio"], 3),
                 pair(raw.get("itl_ms_p50"), ours.get("itl_ms_p50")),
                 pair(raw.get("itl_ms_p99"), ours.get("itl_ms_p99")),
+                pair(raw.get("gap_ms_p50"), ours.get("gap_ms_p50")),
                 f"{level['max_foreign_share']:.0%}",
             ]
         )
@@ -106,6 +107,7 @@ def _compare_section(compare: dict[str, Any]) -> list[str]:
             "TPOT ratio",
             "ITL p50 ms raw / ours",
             "ITL p99 ms raw / ours",
+            "delivery gap p50 ms raw / ours",
             "others' load (max)",
         ],
         rows,

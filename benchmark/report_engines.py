@@ -51,12 +51,13 @@ def engine_compare_section(name: str, result: dict[str, Any]) -> list[str]:
             n(cmp["output_throughput_ratio"], 3), pair(raw["ttft_ms_p50"], ours["ttft_ms_p50"]),
             n(cmp["ttft_p50_added_ms"], 1, sign=True), pair(raw["tpot_ms_p50"], ours["tpot_ms_p50"], 2),
             n(cmp["tpot_p50_ratio"], 3), pair(raw.get("itl_ms_p50"), ours.get("itl_ms_p50")),
-            pair(raw.get("itl_ms_p99"), ours.get("itl_ms_p99")), n(cpu.get("total"), 3),
+            pair(raw.get("itl_ms_p99"), ours.get("itl_ms_p99")), pair(raw.get("gap_ms_p50"), ours.get("gap_ms_p50")),
+            n(cpu.get("total"), 3),
             f"{level['max_foreign_share']:.0%}",
         ])
     lines += table(["c", "tok/s raw / ours", "ratio", "TTFT p50 ms raw / ours", "TTFT added ms",
                     "TPOT p50 ms raw / ours", "TPOT ratio", "ITL p50 ms raw / ours", "ITL p99 ms raw / ours",
-                    "platform CPU ms/token", "others' load (max)"], rows)
+                    "delivery gap p50 ms raw / ours", "platform CPU ms/token", "others' load (max)"], rows)
     lines.append("")
     if result.get("problems"):
         lines += ["Problems: " + "; ".join(result["problems"]), ""]

@@ -17,6 +17,9 @@ RATIO_MIN = 0.98
 TTFT_ADDED_MAX_MS = 3.0
 PLATFORM_CPU_MAX_MS = 0.3
 BATCHING_GAIN_MIN = 3.0
+#: smooth streams: the platform's delivery gap p50 at most this many times the raw engine's (c=1 and c=4)
+GAP_RATIO_MAX = 1.5
+SMOOTHNESS_LEVELS = (1, 4)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,13 @@ def parity_verdicts(compare: dict[str, Any], prefix: str = "", slots: int = 0, c
             Verdict(f"{prefix}platform CPU per output token, c={c}", cpu, f"< {PLATFORM_CPU_MAX_MS} ms",
                     _check(cpu, lambda v: v < PLATFORM_CPU_MAX_MS), "ms", cpu_note),
         ]
+        raw_gap, our_gap = level["raw"].get("gap_ms_p50"), level["ours"].get("gap_ms_p50")
+        if c in SMOOTHNESS_LEVELS and raw_gap and our_gap is not None:
+            gap = our_gap / raw_gap
+            verdicts.append(Verdict(
+                f"{prefix}stream delivery gap p50 ours/raw, c={c}", gap, f"<= {GAP_RATIO_MAX:g}",
+                _check(gap, lambda v: v <= GAP_RATIO_MAX), "x",
+                "time between separate arrivals of text (chunks arriving together count once)"))
     return verdicts
 
 

@@ -415,3 +415,15 @@ def test_markdown_renders_with_only_one_part() -> None:
     del data["control_plane"]
     text = render_markdown(data)
     assert "## Raw engine vs the platform" in text and "## Control plane" not in text
+
+
+def test_stream_smoothness_is_judged_on_delivery_gaps_at_one_and_four_streams() -> None:
+    data = report()
+    level = data["compare"]["levels"][0]
+    level["raw"]["gap_ms_p50"], level["ours"]["gap_ms_p50"] = 6.0, 40.0
+    assert not any("delivery gap" in v.name for v in evaluate_targets(data))  # c=8: not a smoothness level
+    level["concurrency"] = 4
+    gap = {v.name: v for v in evaluate_targets(data)}["stream delivery gap p50 ours/raw, c=4"]
+    assert gap.met is False and gap.value == pytest.approx(40 / 6)
+    level["ours"]["gap_ms_p50"] = 8.0
+    assert {v.name: v for v in evaluate_targets(data)}["stream delivery gap p50 ours/raw, c=4"].met is True

@@ -376,3 +376,12 @@ def test_cli_sweep_writes_json(server_url: str, tmp_path: Path, capsys: Any) -> 
 def test_cli_exits_non_zero_when_everything_fails(server_url: str) -> None:
     argv = ["--base-url", f"{server_url}/fail/v1", "--model", "tiny", "--warmup", "0"]
     assert main([*argv, "--num-prompts", "2"]) == 1
+
+
+def test_delivery_gaps_leave_out_chunks_that_arrived_together() -> None:
+    # a server that coalesces: pairs of chunks 40 ms apart, the second of each pair right behind the first
+    coalesced = _ok(0.1, 1.0, 7, itl=[0.0001, 0.040, 0.0001, 0.040, 0.0001, 0.040])
+    summary = summarize([coalesced], 1.0)
+    assert summary["itl_ms_p50"] < 30  # the per-chunk ITL hides the rhythm
+    assert summary["gap_ms_p50"] == pytest.approx(40.0)
+    assert summary["gap_ms_p99"] == pytest.approx(40.0)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from xinference.core import model_actor as model_actor_module
+from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.model_actor import ModelActor
 from xinference.engines.base import ChunkStream
 from xinference.errors import EngineError
@@ -146,5 +147,61 @@ def test_wake_pulls_ends_a_waiting_round_empty() -> None:
         await actor.wake_pulls()
         assert await _turns(waiting) and waiting.result() == {}
         assert actor._streams[ids[0]].pulling == 0
+
+    asyncio.run(scenario())
+
+
+class _Host:
+    """Test double of the host's CPU counters: cumulative busy seconds and a clock the test moves."""
+
+    def __init__(self, busy_cores: float) -> None:
+        self.busy_cores = busy_cores
+        self.now = 0.0
+        self.busy = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.busy += self.busy_cores * seconds
+
+    def headroom(self) -> CpuHeadroom:
+        return CpuHeadroom(period=0.5, busy_seconds=lambda: self.busy, cores=2.0, clock=lambda: self.now)
+
+
+@pytest.mark.parametrize("busy_cores, spaced", [(2.0, True), (0.2, False)])
+def test_the_adaptive_interval_spaces_rounds_only_while_the_host_has_no_cpu_to_spare(
+    monkeypatch: pytest.MonkeyPatch, busy_cores: float, spaced: bool
+) -> None:
+    monkeypatch.setattr(model_actor_module.settings, "stream_interval", lambda: None)
+    monkeypatch.setattr(model_actor_module.settings, "busy_stream_interval", lambda: 600.0)
+
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(1)
+        host = _Host(busy_cores)
+        actor._headroom = host.headroom()
+        host.advance(1.0)  # one sample's worth of history: the engine kept `busy_cores` busy
+        engine.streams[0].push(_token("a"))
+        assert await actor.pull_many(ids)  # the first round has no earlier round to be spaced from
+        engine.streams[0].push(_token("b"))
+        second = asyncio.ensure_future(actor.pull_many(ids))
+        assert await _turns(second) is not spaced
+        second.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_fixed_interval_overrides_the_adaptive_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_actor_module.settings, "stream_interval", lambda: 600.0)
+
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(1)
+        host = _Host(0.0)  # an idle host: the adaptive interval would be 0
+        actor._headroom = host.headroom()
+        host.advance(1.0)
+        engine.streams[0].push(_token("a"))
+        assert await actor.pull_many(ids)
+        engine.streams[0].push(_token("b"))
+        second = asyncio.ensure_future(actor.pull_many(ids))
+        assert not await _turns(second)
+        second.cancel()
 
     asyncio.run(scenario())

@@ -7,6 +7,10 @@ the per-message cost of a cross-process call is paid per round, shared by all st
 A round returns as soon as one stream has output; when several streams were producing, it waits a few
 milliseconds more for the others (they decode in the same engine step) so that one message carries them all.
 A stream that nobody pulls for ``STALE_STREAM_SECONDS`` (its client vanished with the API) is aborted.
+
+Rounds are also spaced by the stream interval: none while the host has CPU to spare (every token goes out at
+once), ``XINFERENCE_BUSY_STREAM_INTERVAL_MS`` while the engine keeps every core busy, so that the relay does not
+take its CPU (``core/cpu_headroom.py``); ``XINFERENCE_STREAM_INTERVAL_MS`` fixes it instead.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.load_progress import LoadProgress
 from xinference.engines.base import ChunkStream, Engine, wait_any
 from xinference.errors import EngineError, LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
@@ -115,8 +120,11 @@ class ModelActor(xo.StatelessActor):
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._orphan_check: asyncio.Task[None] | None = None
-        #: a floor on the time between two rounds of ``pull_many`` (``XINFERENCE_STREAM_INTERVAL_MS``; 0: adaptive)
+        #: a fixed floor on the time between two rounds of ``pull_many`` (``XINFERENCE_STREAM_INTERVAL_MS``), or
+        #: None: adaptive, ``_busy_interval`` while the host has no CPU to spare (``_headroom``), else none
         self._stream_interval = settings.stream_interval()
+        self._busy_interval = settings.busy_stream_interval()
+        self._headroom: CpuHeadroom | None = None
         self._last_round = 0.0
         #: futures of the ``pull_many`` calls waiting now; ``wake_pulls`` resolves them
         self._pull_waiters: set[asyncio.Future[None]] = set()
@@ -319,6 +327,14 @@ class ModelActor(xo.StatelessActor):
                 entry.last_pull = now
         return result
 
+    def _round_interval(self) -> float:
+        """The time between two rounds now: the fixed setting, or adaptive (see the module's docstring)."""
+        if self._stream_interval is not None:
+            return self._stream_interval
+        if self._headroom is None:
+            self._headroom = CpuHeadroom()
+        return 0.0 if self._headroom.spare() else self._busy_interval
+
     async def wake_pulls(self) -> None:
         """End the ``pull_many`` rounds waiting now (they return what is there, maybe nothing): the API calls
         this when it opened a stream that its waiting round does not include."""
@@ -329,7 +345,7 @@ class ModelActor(xo.StatelessActor):
     async def _await_output(self, entries: dict[str, _OpenStream]) -> None:
         """Wait for the first output of a round, then (several streams producing) briefly for the others."""
         streams = [entry.stream for entry in entries.values()]
-        floor = self._last_round + self._stream_interval - time.monotonic()
+        floor = self._last_round + self._round_interval() - time.monotonic()
         if floor > 0:
             await asyncio.sleep(floor)
         waiter = asyncio.get_running_loop().create_future()
