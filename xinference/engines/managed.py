@@ -142,9 +142,11 @@ def error_from_server(engine: str, status: int, body: bytes | str) -> Xinference
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)")
 
 
-def parse_metrics(text: str, wanted: set[str]) -> dict[str, float]:
-    """The ``wanted`` metrics of a Prometheus text page, each summed over its label sets."""
+def parse_metrics(text: str, wanted: set[str], averaged: frozenset[str] = frozenset()) -> dict[str, float]:
+    """The ``wanted`` metrics of a Prometheus text page, each summed over its label sets, except those in
+    ``averaged`` (fractions such as KV-cache usage, one series per data-parallel engine), which are their mean."""
     values: dict[str, float] = {}
+    series: dict[str, int] = {}
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -155,6 +157,9 @@ def parse_metrics(text: str, wanted: set[str]) -> dict[str, float]:
             values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(2))
         except ValueError:
             continue
+        series[match.group(1)] = series.get(match.group(1), 0) + 1
+    for name in averaged & values.keys():
+        values[name] /= series[name]
     return values
 
 
@@ -188,6 +193,8 @@ class ManagedServerEngine(Engine):
     api_key: str = ""
     #: our stat name -> the server's Prometheus metric (summed over its labels), see :meth:`stats`
     metric_names: ClassVar[dict[str, str]] = {}
+    #: the server's metrics among :attr:`metric_names` that are fractions: averaged over their label sets, not summed
+    averaged_metrics: ClassVar[frozenset[str]] = frozenset()
     _stats: dict[str, float] = {}
 
     _server: ServerProcess | None = None
@@ -326,7 +333,8 @@ class ManagedServerEngine(Engine):
             return {}
         try:
             response = await self._client.get("/metrics", timeout=5.0)
-            found = parse_metrics(response.text, set(self.metric_names.values())) if response.is_success else {}
+            found = (parse_metrics(response.text, set(self.metric_names.values()), self.averaged_metrics)
+                     if response.is_success else {})
         except httpx.HTTPError:
             return dict(self._stats)
         stats = {ours: found[theirs] for ours, theirs in self.metric_names.items() if theirs in found}

@@ -51,7 +51,9 @@ class SGLangEngine(ManagedServerEngine):
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "sglang:num_running_reqs", "requests_waiting": "sglang:num_queue_reqs",
         "prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total",
+        "token_usage": "sglang:token_usage",  # the KV cache's share in use (0-1)
     }
+    averaged_metrics: ClassVar[frozenset[str]] = frozenset({"sglang:token_usage"})
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:

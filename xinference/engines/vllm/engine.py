@@ -62,7 +62,10 @@ class VLLMEngine(ManagedServerEngine):
         "spec_drafts": "vllm:spec_decode_num_drafts_total",
         "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
         "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        # KV-cache usage (0-1): vLLM >= 0.9.2's name, and the one it had before (a vLLM serves one of them)
+        "kv_cache_usage": "vllm:kv_cache_usage_perc", "gpu_cache_usage": "vllm:gpu_cache_usage_perc",
     }
+    averaged_metrics: ClassVar[frozenset[str]] = frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"})
 
     # -- environment and fit ---------------------------------------------------------------------------------------
     @classmethod
