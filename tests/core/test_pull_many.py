@@ -205,3 +205,38 @@ def test_a_fixed_interval_overrides_the_adaptive_one(monkeypatch: pytest.MonkeyP
         second.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_new_streams_first_text_is_not_held_back_by_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_actor_module.settings, "stream_interval", lambda: 600.0)
+
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(1)
+        engine.streams[0].push(_token("a"))
+        assert await actor.pull_many(ids)  # a round just happened: the next one is due in 600 s
+        ids.append((await actor.open_stream("chat", {}))[0])
+        engine.streams[1].push(_token("first"))
+        round_with_new = asyncio.ensure_future(actor.pull_many(ids))
+        assert await _turns(round_with_new)  # the new stream's first text goes out at once
+        assert [c["choices"][0]["delta"]["content"] for c in round_with_new.result()[ids[1]][0]] == ["first"]
+        engine.streams[1].push(_token("second"))
+        later = asyncio.ensure_future(actor.pull_many(ids))
+        assert not await _turns(later)  # from then on it is spaced like the others
+        later.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_wake_pulls_ends_a_round_waiting_out_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_actor_module.settings, "stream_interval", lambda: 600.0)
+
+    async def scenario() -> None:
+        actor, engine, ids = await _opened(1)
+        engine.streams[0].push(_token("a"))
+        assert await actor.pull_many(ids)
+        waiting = asyncio.ensure_future(actor.pull_many(ids))
+        assert not await _turns(waiting)
+        await actor.wake_pulls()
+        assert await _turns(waiting)
+
+    asyncio.run(scenario())

@@ -84,6 +84,8 @@ class _OpenStream:
     pulling: int = 0
     #: whether the previous round handed out chunks of this stream: a round waits briefly for such streams
     producing: bool = False
+    #: no round has handed out anything of this stream yet: its first text is not held back by the interval
+    fresh: bool = True
 
 
 def redirect_output_to(path: str) -> None:
@@ -345,12 +347,15 @@ class ModelActor(xo.StatelessActor):
     async def _await_output(self, entries: dict[str, _OpenStream]) -> None:
         """Wait for the first output of a round, then (several streams producing) briefly for the others."""
         streams = [entry.stream for entry in entries.values()]
-        floor = self._last_round + self._round_interval() - time.monotonic()
-        if floor > 0:
-            await asyncio.sleep(floor)
         waiter = asyncio.get_running_loop().create_future()
         self._pull_waiters.add(waiter)
         try:
+            if not any(entry.fresh for entry in entries.values()):  # a new stream's first text goes out at once
+                floor = self._last_round + self._round_interval() - time.monotonic()
+                if floor > 0:
+                    await asyncio.wait((waiter,), timeout=floor)
+                    if waiter.done():
+                        return  # wake_pulls: a new stream waits for a round that includes it
             await wait_any(streams, PULL_WAIT_SECONDS, waiter)
         finally:
             self._pull_waiters.discard(waiter)
@@ -380,6 +385,7 @@ class ModelActor(xo.StatelessActor):
             return None
         batch, done = taken
         entry.producing = bool(batch)
+        entry.fresh = False
         if done:
             self._streams.pop(stream_id, None)
         return batch, done, None
