@@ -8,7 +8,8 @@ machines. Measured:
 * **launch placement**: the wall time of each ``launch_model`` (one replica each, real decision path: registry,
   engine choice, placement, memory check, launch history) as the cluster fills, in buckets of launches;
 * **route refresh**: the API route cache's full rebuild (``RouteTable.refresh``: ``get_routes`` + table) and a
-  ``GET /v1/models`` listing (``list_models`` + ``model_entry`` + JSON) with every model running;
+  ``GET /v1/models`` listing (the API's route, in-process: ``list_models`` + ``model_entry`` + JSON) with every
+  model running;
 * **heartbeat load**: this process's CPU seconds per second while every stand-in heartbeats at the real interval
   (``settings.heartbeat_interval()``; each beats from the moment it joins, as a real worker does, also during the
   launches), minus a short window with the beats paused; it includes the stand-ins' sending side, so it is an
@@ -216,12 +217,20 @@ async def _launch_all(supervisor: Any, scale: Scale) -> tuple[list[float], list[
 
 
 async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
-    from fastapi.encoders import jsonable_encoder
+    """Route refreshes, and ``GET /v1/models`` through the API's own route (``api/routers/models.py``, in a FastAPI
+    app called in-process: routing, ``ModelsService.list`` and the route's JSON encoding, no socket)."""
+    import httpx
+    from fastapi import FastAPI
 
     from xinference.api.route_cache import RouteTable
-    from xinference.api.serving.models import model_entry
+    from xinference.api.routers.models import attach_router
+    from xinference.api.serving.models import ModelsService
 
     table = RouteTable(supervisor)
+    app = FastAPI()
+    app.state.models = ModelsService(supervisor, table)
+    attach_router(app)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
     profile = cProfile.Profile()
     refresh: list[float] = []
     listing: list[float] = []
@@ -232,9 +241,12 @@ async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
         await table.refresh()
         refresh.append(time.perf_counter() - started)
         started = time.perf_counter()
-        body = json.dumps(jsonable_encoder([model_entry(m) for m in await supervisor.list_models()]))
+        reply = await client.get("/v1/models")
+        reply.raise_for_status()
+        body = reply.content
         listing.append(time.perf_counter() - started)
     profile.disable()
+    await client.aclose()
     started = time.perf_counter()
     for uid in uids:
         await table.get(uid)

@@ -13,13 +13,13 @@ Rules, in order:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xinference.core.hardware import HardwareInfo
 from xinference.errors import InvalidRequest
 
-__all__ = ["Placement", "WorkerView", "parse_gpu_idx", "place_replicas"]
+__all__ = ["Placement", "WorkerView", "parse_gpu_idx", "place_replicas", "worker_views"]
 
 
 @dataclass
@@ -45,6 +45,26 @@ class Placement:
 
     address: str
     gpu_indices: tuple[int, ...] = ()
+
+
+def worker_views(
+    workers: Iterable[tuple[str, HardwareInfo]], held: Iterable[tuple[str, Sequence[int]]]
+) -> list[WorkerView]:
+    """The views placement ranks, built once per placement in one pass over what the cluster holds.
+
+    ``workers`` is (address, hardware) of every worker that may take a replica; ``held`` is (worker address, GPU
+    indices) of every replica that occupies a worker: started ones and those a launch has booked but not started
+    yet. Each worker's view counts its replicas and the union of their GPUs; a replica on an address that is not
+    among ``workers`` (its worker left) counts nowhere. O(workers + replicas), where a scan of every replica per
+    worker made filling a large cluster quadratic (``benchmark/results/scale.md``).
+    """
+    counts: dict[str, int] = {}
+    gpus: dict[str, set[int]] = {}
+    for address, indices in held:
+        counts[address] = counts.get(address, 0) + 1
+        gpus.setdefault(address, set()).update(indices)
+    return [WorkerView(address, hardware, counts.get(address, 0), set(gpus.get(address, ())))
+            for address, hardware in workers]
 
 
 def parse_gpu_idx(value: object) -> tuple[int, ...] | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest, ModelCard, ModelList
 from xinference.api.serving.models import ModelsService
@@ -26,14 +27,26 @@ async def launch_model(body: LaunchModelRequest, request: Request, wait_ready: b
     return await _service(request).launch(body, wait_ready=wait_ready)
 
 
+def _json(content: Any) -> Response:
+    """``content`` as a JSON response, encoded in one ``json.dumps`` pass.
+
+    Used for the model list and cards: their entries are the supervisor's plain dicts (``ModelRecord.info``), and
+    ``jsonable_encoder`` walking every nested value cost ~1.7 s per listing at 1,000 models
+    (``benchmark/results/scale.md``). A value JSON cannot encode (an engine reporting a ``Path`` in its config,
+    say) is converted by ``jsonable_encoder`` alone; the routes' ``response_model`` still documents the body.
+    """
+    body = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=jsonable_encoder)
+    return Response(body.encode("utf-8"), media_type="application/json")
+
+
 @router.get("/v1/models", response_model=ModelList)
-async def list_models(request: Request) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(await _service(request).list()))
+async def list_models(request: Request) -> Response:
+    return _json(await _service(request).list())
 
 
 @router.get("/v1/models/{model_uid}", response_model=ModelCard)
-async def describe_model(model_uid: str, request: Request) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(await _service(request).describe(model_uid)))
+async def describe_model(model_uid: str, request: Request) -> Response:
+    return _json(await _service(request).describe(model_uid))
 
 
 @router.get("/v1/models/{model_uid}/progress")

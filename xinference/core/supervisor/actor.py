@@ -23,7 +23,7 @@ from xinference import settings
 from xinference.core.background import BackgroundTasks
 from xinference.core.hardware import HardwareInfo
 from xinference.core.model_actor import LaunchPlan
-from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
+from xinference.core.placement import Placement, parse_gpu_idx, place_replicas, worker_views
 from xinference.core.supervisor.autostart import AutostartMixin
 from xinference.core.supervisor.cache import CacheMixin
 from xinference.core.supervisor.catalog import CatalogMixin
@@ -200,15 +200,10 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
     def _place(self, replicas: int, launch: LaunchRequest) -> list[Placement]:
         if not self._workers:
             raise ModelUnavailable("no worker has joined this cluster yet")
-        views = []
-        for worker in self._workers.values():
-            # started replicas and the ones launches have booked but not started yet
-            hosted = [r.gpu_indices for rec in self._models.values() for r in rec.replicas
-                      if r.worker_address == worker.address]
-            hosted += [p.gpu_indices for rec in self._models.values() for p, _ in rec.reserved
-                       if p.address == worker.address]
-            used = {i for gpus in hosted for i in gpus}
-            views.append(WorkerView(worker.address, worker.hardware, len(hosted), used))
+        # started replicas and the ones launches have booked but not started yet, in one pass over the models
+        held = [(r.worker_address, r.gpu_indices) for rec in self._models.values() for r in rec.replicas]
+        held += [(p.address, p.gpu_indices) for rec in self._models.values() for p, _ in rec.reserved]
+        views = worker_views(((w.address, w.hardware) for w in self._workers.values()), held)
         return place_replicas(views, replicas, launch.n_gpu, launch.worker_ip, parse_gpu_idx(launch.gpu_idx))
 
     @staticmethod

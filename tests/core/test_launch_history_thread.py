@@ -1,0 +1,99 @@
+"""The launch history (``core/supervisor/autostart.py``) is written off the supervisor's event loop: a launch or a
+termination returns without waiting on the disk, the changes land in the order they were made, and a read sees
+every change made before it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xinference.core.supervisor.autostart import AutostartMixin, LaunchHistory
+
+
+class _Supervisor(AutostartMixin):
+    """The mixin over a plain model table, as SupervisorActor holds it."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, Any] = {}
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def _slow_writes(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
+    """Each write takes ``seconds`` and records the thread it ran on."""
+    threads: list[str] = []
+    real = LaunchHistory._write
+
+    def slow(self: LaunchHistory, entries: list[dict[str, Any]]) -> None:
+        threads.append(threading.current_thread().name)
+        time.sleep(seconds)
+        real(self, entries)
+
+    monkeypatch.setattr(LaunchHistory, "_write", slow)
+    return threads
+
+
+def test_writes_leave_the_loop_and_land_in_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads = _slow_writes(monkeypatch, 0.1)
+    sup = _Supervisor()
+
+    async def scenario() -> tuple[float, list[dict[str, Any]]]:
+        began = time.perf_counter()
+        sup._remember_launch("a", {"model_name": "x", "autostart": True}, "llama.cpp")
+        sup._remember_launch("b", {"model_name": "y"}, "vLLM")
+        sup._forget_autostart("a")
+        sup._remember_launch("c", {"model_name": "z", "autostart": True}, "MLX")
+        returned = time.perf_counter() - began
+        return returned, await sup.launch_history()  # queued behind the four changes
+
+    returned, listed = asyncio.run(scenario())
+    assert returned < 0.1  # four writes of 0.1 s each went on without the loop waiting for them
+    assert len(threads) == 4 and all(name.startswith("launch-history") for name in threads)
+    assert threading.current_thread().name not in threads
+    assert [e["model_uid"] for e in listed] == ["c", "b", "a"]  # newest first
+    by_uid = {e["model_uid"]: e for e in listed}
+    assert by_uid["a"]["autostart"] is False and by_uid["a"]["terminated_at"] is not None
+    assert by_uid["c"]["autostart"] is True and by_uid["b"]["model_engine"] == "vLLM"
+    assert all(e["status"] == "not running" for e in listed)
+    on_disk = json.loads((home / "launch_history.json").read_text(encoding="utf-8"))
+    assert [e["model_uid"] for e in on_disk] == ["a", "b", "c"] and not (home / "launch_history.tmp").exists()
+
+
+def test_the_request_is_taken_as_it_was_at_the_call(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _slow_writes(monkeypatch, 0.05)
+    sup = _Supervisor()
+    request: dict[str, Any] = {"model_name": "x", "engine_kwargs": {"n_ctx": 2048}}
+
+    async def scenario() -> list[dict[str, Any]]:
+        sup._remember_launch("a", request, "llama.cpp")
+        request["engine_kwargs"]["n_ctx"] = 1  # the record's own dict changes after the launch
+        return await sup.launch_history()
+
+    assert asyncio.run(scenario())[0]["request"]["engine_kwargs"] == {"n_ctx": 2048}
+
+
+def test_a_failed_write_is_logged_and_the_next_read_is_empty(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    sup = _Supervisor()
+    blocked = home / "blocked"
+    blocked.write_text("a file where the history's folder should be", encoding="utf-8")
+    monkeypatch.setattr(_Supervisor, "_history", lambda self: LaunchHistory(blocked / "launch_history.json"))
+
+    async def scenario() -> list[dict[str, Any]]:
+        sup._remember_launch("a", {"model_name": "x"}, "llama.cpp")  # raises nothing here
+        return await sup.launch_history()
+
+    with caplog.at_level(logging.WARNING, logger="xinference.core.supervisor.autostart"):
+        assert asyncio.run(scenario()) == []
+    assert any("could not write the launch history" in r.getMessage() for r in caplog.records)
