@@ -35,6 +35,17 @@ def _n_gpu(ctx: click.Context, param: click.Parameter, value: str) -> int | str 
     raise click.BadParameter(f"{value!r} is not 'auto', 'none' or a number of GPUs")
 
 
+def _gpu_idx(value: Any) -> int | list[int]:
+    """``--gpu_idx 0,1`` (as the web UI's "same as CLI" line writes it): the API wants a list of ints, and the
+    generic option parser leaves ``0,1`` a string. One index stays an int."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    words = [w.strip() for w in str(value).split(",")]
+    if not all(w.isascii() and w.isdigit() for w in words):
+        raise click.UsageError(f"--gpu_idx takes GPU indices separated by commas (e.g. 0,1), not {value!r}")
+    return [int(w) for w in words]
+
+
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     epilog="Engine launch options are passed as extra --name value pairs, e.g. `--n_ctx 4096 --n_parallel 2`.",
@@ -75,12 +86,15 @@ def launch(
 ) -> None:
     """Launch a model and wait until it is ready (a progress bar shows a download); prints its uid.
 
-    Platform options ride along the same way: --keep_alive 10m, --max_queued 8, --queue_timeout 30."""
+    Platform options ride along the same way: --keep_alive 10m, --max_queued 8, --queue_timeout 30,
+    --worker_ip host:port, --gpu_idx 0,1."""
     engine_options = parse_engine_options(ctx.args)
     if persist:
         engine_options["autostart"] = True
     for key in engine_options.keys() & _LAUNCH_FIELDS:
         raise click.UsageError(f"--{key} is not an engine option; see `xinference launch --help` for its spelling")
+    if "gpu_idx" in engine_options:
+        engine_options["gpu_idx"] = _gpu_idx(engine_options["gpu_idx"])
     if model_path is not None:
         engine_options["model_path"] = model_path
     if download_hub is not None:

@@ -1,6 +1,7 @@
 // The launch dialog: every engine with its verdict (GET /v1/engines/{type}/{name}); format → size → quantization
-// pickers from the chosen engine's accepted specs; replicas, worker, GPUs; the engine's typed options rendered
-// from its JSON schema (GET /v1/engine_schemas); the equivalent CLI command; then the launch's live progress.
+// pickers from the chosen engine's accepted specs; replicas, worker, and that worker's GPUs (from the devices of
+// GET /v1/cluster/info); the engine's typed options rendered from its JSON schema (GET /v1/engine_schemas); the
+// equivalent CLI command; then the launch's live progress.
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api, request } from "../lib/api.js";
@@ -65,6 +66,27 @@ function typedValue(option, text) {
     }
   }
   return text;
+}
+
+/** The GPUs of the target worker as checkboxes (name, free memory, the replicas already on it): the indices
+ * sent as gpu_idx. The server places GPUs itself when none is checked. With several workers and "any" chosen
+ * there is nothing to pick (gpu_idx names one worker's GPUs); a worker without a GPU runs the model on CPU. */
+function GpuPicker({ devices, target, picked, onChange }) {
+  if (devices.length === 0) {
+    return html`<p class="muted" data-testid="gpu-none">none on this cluster: runs on CPU</p>`;
+  }
+  if (!target) return html`<p class="muted" data-testid="gpu-none">choose a worker to pick its GPUs</p>`;
+  const here = devices.filter((d) => d.worker === target);
+  if (here.length === 0) return html`<p class="muted" data-testid="gpu-none">none on this worker: runs on CPU</p>`;
+  const toggle = (index, on) => onChange(on ? [...picked, index].sort((x, y) => x - y)
+    : picked.filter((i) => i !== index));
+  return html`<div class="gpu-picks" data-testid="gpu-picks">
+    ${here.map((d) => html`<label class="check" style=${{ whiteSpace: "normal" }} data-gpu=${d.index}>
+      <input type="checkbox" checked=${picked.includes(d.index)} onChange=${(e) => toggle(d.index, e.target.checked)} />
+      #${d.index} ${d.name} · ${bytes(d.memory_total_bytes - d.memory_used_bytes)} free of ${bytes(d.memory_total_bytes)}
+      ${(d.models || []).length > 0 ? ` · used by ${d.models.join(", ")}` : ""}</label>`)}
+    <small class="muted">${picked.length ? `gpu_idx ${picked.join(",")} on ${target}` : "none checked: placed by the server"}
+    </small></div>`;
 }
 
 /** The live progress of a launch made with wait_ready=false, until it is ready, failed or cancelled. */
@@ -142,6 +164,7 @@ export function LaunchDialog({ model, onClose }) {
   const [table, setTable] = useState(null);
   const [schemas, setSchemas] = useState({});
   const [workers, setWorkers] = useState([]);
+  const [devices, setDevices] = useState([]);
   const [error, setError] = useState(null);
   const [engine, setEngine] = useState("");
   const [format, setFormat] = useState("");
@@ -150,7 +173,7 @@ export function LaunchDialog({ model, onClose }) {
   const [uid, setUid] = useState(model.model_name);
   const [replica, setReplica] = useState(1);
   const [worker, setWorker] = useState("");
-  const [gpus, setGpus] = useState("");
+  const [gpus, setGpus] = useState([]);
   const [options, setOptions] = useState({});
   const [ignoreMemory, setIgnoreMemory] = useState(false);
   const [busy, setBusy] = useState(false);
@@ -164,7 +187,10 @@ export function LaunchDialog({ model, onClose }) {
       if (first) setEngine(first[0]);
     }).catch(setError);
     api("/v1/engine_schemas").then(setSchemas).catch(setError);
-    api("/v1/cluster/info").then((info) => setWorkers(info.workers || [])).catch(() => setWorkers([]));
+    api("/v1/cluster/info").then((info) => {
+      setWorkers(info.workers || []);
+      setDevices(info.devices || []);
+    }).catch(() => setWorkers([]));
   }, [model.model_name]);
 
   const accepted = table && Array.isArray(table[engine]) ? table[engine] : [];
@@ -176,6 +202,9 @@ export function LaunchDialog({ model, onClose }) {
   const quants = unique(entries.flatMap((p) => p.quantizations));
   const q = quants.includes(quant) ? quant : quants[0] || "";
   const hubs = unique(entries.filter((p) => p.quantizations.includes(q)).map((p) => p.model_hub));
+
+  // The worker whose GPUs can be picked: the one chosen, or the only one.
+  const target = worker || (workers.length === 1 ? workers[0].address : "");
 
   const optionList = useMemo(() => {
     const schema = schemas[engine] && schemas[engine].schema;
@@ -194,8 +223,7 @@ export function LaunchDialog({ model, onClose }) {
       replica: Number(replica) || 1,
     };
     if (worker) body.worker_ip = worker;
-    const gpuList = gpus.split(",").map((g) => g.trim()).filter(Boolean).map(Number);
-    if (gpuList.length) body.gpu_idx = gpuList;
+    if (gpus.length) body.gpu_idx = gpus;
     if (ignoreMemory) body.ignore_memory_check = true;
     for (const option of optionList) {
       const value = typedValue(option, options[option.name]);
@@ -248,11 +276,11 @@ export function LaunchDialog({ model, onClose }) {
             <input id="replica" type="number" min="1" max="64" value=${replica}
               onInput=${(e) => setReplica(e.target.value)} /></div>
           <div class="field"><label for="worker">Worker</label>
-            <select id="worker" value=${worker} onChange=${(e) => setWorker(e.target.value)}>
+            <select id="worker" value=${worker} onChange=${(e) => { setWorker(e.target.value); setGpus([]); }}>
               <option value="">any</option>
               ${workers.map((w) => html`<option value=${w.address}>${w.address}</option>`)}</select></div>
-          <div class="field"><label for="gpus">GPU indices</label>
-            <input id="gpus" placeholder="auto (e.g. 0,1)" value=${gpus} onInput=${(e) => setGpus(e.target.value)} /></div>
+          <div class="field" role="group" aria-labelledby="gpus-label"><label id="gpus-label">GPUs</label>
+            <${GpuPicker} devices=${devices} target=${target} picked=${gpus} onChange=${setGpus} /></div>
           <div class="field"><label class="check"><input type="checkbox" checked=${ignoreMemory}
             onChange=${(e) => setIgnoreMemory(e.target.checked)} /> skip the memory check</label></div>
         </div>
