@@ -127,6 +127,21 @@ def test_chat_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-un
     assert reply["usage"]["completion_tokens"] > 0
 
 
+def test_count_tokens_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-untyped-def]
+    """SGLang's count (the prompt rendered by the adapter, counted by the server's ``/tokenize``) equals the
+    ``prompt_tokens`` the server reports for the same chat, with tools, an earlier call and its result."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    history = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+               "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "Sunny."}]
+    for request in ({"messages": QUESTION}, {"messages": history, "tools": tools, "tool_choice": "none"},
+                    {"messages": QUESTION, "tools": tools, "tool_choice": "required"}):
+        counted = loop.run_until_complete(engine.count_tokens(request))
+        reply = loop.run_until_complete(engine.chat({**request, "max_tokens": 48, "temperature": 0}))
+        assert counted == reply["usage"]["prompt_tokens"] > 10, request
+
+
 def test_stream_and_abort_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-untyped-def]
     async def run() -> tuple[int, float]:
         stream = await engine.chat_stream({"messages": QUESTION, "max_tokens": 1500, "ignore_eos": True})

@@ -54,6 +54,7 @@ from xinference.errors import (
     UnsupportedOption,
     XinferenceError,
 )
+from xinference.model.parsers.postprocess import thinking_enabled
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -66,6 +67,7 @@ __all__ = [
     "error_from_server",
     "parse_metrics",
     "reasoning_style",
+    "server_template_kwargs",
     "visible_gpu_count",
 ]
 
@@ -82,6 +84,9 @@ _CONTEXT_OVERFLOW = re.compile(
 #: vLLM-only fields that come back as null on every answer and mean nothing to an OpenAI client
 _VENDOR_NULLS = ("token_ids", "routed_experts", "stop_reason", "prompt_logprobs", "prompt_token_ids",
                  "kv_transfer_params")
+#: ``reasoning_effort`` values the servers also take at the top level (gpt-oss reads them there); they may refuse others
+_NATIVE_EFFORTS = ("low", "medium", "high")
+
 
 def cuda_linux_verdict(engine: str, hardware: HardwareInfo) -> Verdict:
     """Accepted on Linux with at least one NVIDIA GPU; otherwise the sentence a user reads."""
@@ -137,6 +142,20 @@ def error_from_server(engine: str, status: int, body: bytes | str) -> Xinference
     if status in (429, 503):
         return ModelUnavailable(f"{engine} is busy: {message}")
     return EngineError(f"{engine} failed (HTTP {status}): {message}")
+
+
+def server_template_kwargs(request: dict[str, Any]) -> dict[str, Any]:
+    """``chat_template_kwargs`` for a vLLM/SGLang server: the request's own (a new dict), plus its top-level
+    ``enable_thinking`` (which wins, as everywhere on the platform: :func:`thinking_enabled`) and
+    ``reasoning_effort`` (unless the kwargs name one). Why: both servers drop a top-level ``enable_thinking``
+    without a word, so a reasoning model would keep thinking; the chat template is where the switch acts."""
+    kwargs = dict(request.get("chat_template_kwargs") or {})
+    if request.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = thinking_enabled(request)
+    effort = request.get("reasoning_effort")
+    if effort is not None:
+        kwargs.setdefault("reasoning_effort", effort)
+    return kwargs
 
 
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+(\S+)")
@@ -356,9 +375,19 @@ class ManagedServerEngine(Engine):
 
     # -- requests -------------------------------------------------------------------------------------------------
     def translate_request(self, request: dict[str, Any], kind: str) -> dict[str, Any]:
-        """The body sent to the server for a platform request (OpenAI names plus our extensions)."""
+        """The body sent to the server for a platform request (OpenAI names plus our extensions). The servers
+        read thinking switches only from ``chat_template_kwargs``: top-level ``enable_thinking`` and
+        ``reasoning_effort`` are moved there (see :func:`server_template_kwargs`); a ``reasoning_effort`` the
+        servers also know at the top level (low, medium, high) stays there as well."""
         body = dict(request)
         body["model"] = self.model_uid
+        if kind == "chat":
+            kwargs = server_template_kwargs(body)
+            body.pop("enable_thinking", None)
+            if body.get("reasoning_effort") not in _NATIVE_EFFORTS:
+                body.pop("reasoning_effort", None)
+            if kwargs:
+                body["chat_template_kwargs"] = kwargs
         if "repeat_penalty" in body:
             body["repetition_penalty"] = body.pop("repeat_penalty")
         if self.family.stop_token_ids and "stop_token_ids" not in body:

@@ -11,7 +11,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xinference.api.protocol.common import OpenAIRequest, ResponseBody
-from xinference.errors import UnsupportedOption
+from xinference.errors import InvalidRequest, UnsupportedOption
 
 __all__ = [
     "ChatCompletion", "ChatCompletionRequest", "ChatMessage", "Completion", "CompletionRequest", "StreamOptions",
@@ -92,36 +92,134 @@ _COMMON = (
 )
 
 
+#: chat's ``reasoning_effort``; ``none`` and ``minimal`` ask for an answer without thinking, the others for thinking
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+_NO_THINKING = ("none", "minimal")
+#: ``chat_template_kwargs`` keys that already say whether to think (:func:`thinking_enabled` reads them)
+_THINKING_KWARGS = ("enable_thinking", "thinking")
+
+
 class ChatCompletionRequest(_SamplingRequest):
-    """``POST /v1/chat/completions``."""
+    """``POST /v1/chat/completions``.
+
+    Besides the fields engines use: ``reasoning_effort`` becomes ``enable_thinking`` when the request does not set
+    that itself; the deprecated ``functions``/``function_call`` become ``tools``/``tool_choice`` (answers come in
+    the tools form); ``audio``, ``modalities`` beyond text and ``prediction`` are a 400 naming the field, since no
+    engine here can honour them; ``store``, ``metadata``, ``service_tier``, ``prompt_cache_key`` and
+    ``safety_identifier`` are accepted and have nothing to do on a local server.
+    """
 
     messages: list[ChatMessage] = Field(min_length=1)
+    audio: Any = None
+    function_call: str | dict[str, Any] | None = Field(default=None, description="deprecated: use tool_choice")
+    functions: list[dict[str, Any]] | None = Field(default=None, description="deprecated: use tools")
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    response_format: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    modalities: list[str] | None = None
     parallel_tool_calls: bool | None = None
+    prediction: Any = None
+    prompt_cache_key: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    response_format: dict[str, Any] | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    store: bool | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     # -- extensions --------------------------------------------------------------------------------------------
     chat_template_kwargs: dict[str, Any] | None = None
     #: reasoning models: think first (default) or answer at once; also read from ``chat_template_kwargs``
     enable_thinking: bool | None = None
 
     def to_engine_params(self) -> dict[str, Any]:
+        self._refuse_other_outputs()
         params = self._common_params(
-            _COMMON + ("top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
-                       "chat_template_kwargs", "enable_thinking")
+            _COMMON + ("top_logprobs", "response_format", "parallel_tool_calls", "chat_template_kwargs",
+                       "enable_thinking")
         )
-        params["messages"] = [m.model_dump(exclude_none=True) for m in self.messages]
+        params["messages"] = _tools_form([m.model_dump(exclude_none=True) for m in self.messages])
+        tools, tool_choice = self._tools()
+        if tools is not None:
+            params["tools"] = tools
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
+            kwargs = self.chat_template_kwargs or {}
+            if self.enable_thinking is None and not any(key in kwargs for key in _THINKING_KWARGS):
+                params["enable_thinking"] = self.reasoning_effort not in _NO_THINKING
         if self.max_completion_tokens is not None and self.max_tokens is None:
             params["max_tokens"] = self.max_completion_tokens
         return params
+
+    def _refuse_other_outputs(self) -> None:
+        """Audio output and predicted outputs exist on OpenAI only; an answer without them would look like
+        success, so they are refused."""
+        if self.audio is not None:
+            raise UnsupportedOption("audio output is not supported: the models served here answer in text; "
+                                    "remove 'audio'", param="audio")
+        if self.modalities is not None and any(mode != "text" for mode in self.modalities):
+            raise UnsupportedOption(f"modalities {self.modalities!r} are not supported: the models served here "
+                                    "answer in text only; send ['text'] or leave it out", param="modalities")
+        if self.prediction is not None:
+            raise UnsupportedOption("predicted outputs ('prediction') are not supported by any engine here; "
+                                    "remove 'prediction'", param="prediction")
+
+    def _tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
+        """``tools``/``tool_choice``, or the deprecated ``functions``/``function_call`` in that form."""
+        tools, choice = self.tools, self.tool_choice
+        if self.functions is not None:
+            if tools is not None:
+                raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
+            for n, function in enumerate(self.functions):
+                if not isinstance(function.get("name"), str) or not function["name"]:
+                    raise InvalidRequest("each function needs a name", param=f"functions[{n}].name")
+            tools = [{"type": "function", "function": dict(function)} for function in self.functions]
+        if self.function_call is not None:
+            if choice is not None:
+                raise InvalidRequest("give tool_choice or the deprecated function_call, not both",
+                                     param="function_call")
+            call = self.function_call
+            if call in ("none", "auto"):
+                choice = call
+            elif isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]:
+                if not tools:
+                    raise InvalidRequest("function_call names a function, but no functions were given",
+                                         param="function_call")
+                choice = {"type": "function", "function": {"name": call["name"]}}
+            else:
+                raise InvalidRequest("function_call must be 'none', 'auto' or {'name': ...}", param="function_call")
+        return tools, choice
+
+
+def _tools_form(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Deprecated function-calling turns rewritten as tool turns, which every engine and template knows: an
+    assistant ``function_call`` becomes a one-entry ``tool_calls``, and a ``function`` message the ``tool`` message
+    answering the latest call of that name. Other messages are returned as they are."""
+    out: list[dict[str, Any]] = []
+    open_calls: dict[str, str] = {}
+    for n, message in enumerate(messages):
+        call = message.get("function_call")
+        if message["role"] == "assistant" and isinstance(call, dict) and not message.get("tool_calls"):
+            name = str(call.get("name") or "")
+            call_id = open_calls[name] = f"call_fn{n}"
+            message = {key: value for key, value in message.items() if key != "function_call"}
+            message["tool_calls"] = [{"id": call_id, "type": "function", "function": {
+                "name": name, "arguments": call.get("arguments") or "{}"}}]
+        elif message["role"] == "function":
+            name = str(message.get("name") or "")
+            call_id = open_calls.pop(name, f"call_fn{n}")
+            message = {"role": "tool", "tool_call_id": call_id, "name": name, "content": message.get("content") or ""}
+        out.append(message)
+    return out
 
 
 class CompletionRequest(_SamplingRequest):
     """``POST /v1/completions`` (one prompt string per request)."""
 
     prompt: str | list[str]
+    best_of: int | None = Field(default=None, ge=1)
     echo: bool | None = None
     suffix: str | None = None
 
@@ -139,6 +237,9 @@ class CompletionRequest(_SamplingRequest):
             raise UnsupportedOption("echo is not supported", param="echo")
         if self.suffix:
             raise UnsupportedOption("suffix (fill-in-the-middle) is not supported", param="suffix")
+        if self.best_of is not None and self.best_of > 1:
+            raise UnsupportedOption("best_of > 1 (several candidates, the best returned) is not supported; use n "
+                                    "and pick", param="best_of")
         params = self._common_params(_COMMON)
         params["prompt"] = self.prompt
         return params

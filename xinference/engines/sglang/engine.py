@@ -5,12 +5,14 @@ SGLang runs as its own OpenAI server (``python -m sglang.launch_server``) in the
 :mod:`xinference.engines.managed`; this module only says what to install, where it fits and how its options
 become arguments. It has no CPU build on PyPI (its wheel needs CUDA torch, flashinfer and CUDA kernels), so it is
 GPU only. Tool calls and reasoning go through SGLang's own parsers, chosen from the model family's declared
-formats; forced tool calls are built on structured output like vLLM's.
+formats; forced tool calls are built on structured output like vLLM's. ``/v1/messages/count_tokens`` renders the
+prompt in the model process (:mod:`xinference.engines.sglang.prompt`) and counts it with the server's tokenizer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -18,6 +20,7 @@ from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style, visible_gpu_count
 from xinference.engines.sglang.config import SGLangConfig
+from xinference.engines.sglang.prompt import ChatPrompt
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -103,3 +106,15 @@ class SGLangEngine(ManagedServerEngine):
 
     def server_env(self) -> dict[str, str]:
         return {"DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+    _prompt: ChatPrompt | None = None
+
+    async def count_tokens(self, request: dict[str, Any]) -> int:
+        """The prompt tokens a chat call with ``request`` would report: rendered here as SGLang renders it
+        (:mod:`xinference.engines.sglang.prompt`; its ``/tokenize`` takes text only), counted by the server's own
+        tokenizer."""
+        if self._prompt is None:
+            self._prompt = ChatPrompt(self.family, self.model_path, self.model_uid)
+        text = await asyncio.to_thread(self._prompt.render, request)
+        reply = await self._post("/tokenize", {"model": self.model_uid, "prompt": text, "add_special_tokens": False})
+        return int(reply["count"])

@@ -18,7 +18,13 @@ from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.libcheck import version_tuple
-from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style, visible_gpu_count
+from xinference.engines.managed import (
+    ManagedServerEngine,
+    cuda_linux_verdict,
+    reasoning_style,
+    server_template_kwargs,
+    visible_gpu_count,
+)
 from xinference.engines.vllm.config import VLLMConfig
 from xinference.model.memory import GIB, MemoryEstimate
 
@@ -169,7 +175,10 @@ class VLLMEngine(ManagedServerEngine):
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """The prompt's tokens as vLLM renders and tokenizes it (its ``/tokenize`` route, chat form)."""
-        body = {key: request[key] for key in ("messages", "tools", "chat_template_kwargs") if request.get(key)}
+        body = {key: request[key] for key in ("messages", "tools") if request.get(key)}
+        kwargs = server_template_kwargs(request)  # enable_thinking changes the prompt (Qwen3's empty think block)
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
         body.update(model=self.model_uid, add_generation_prompt=True)
         reply = await self._post("/tokenize", body)
         return int(reply["count"])
