@@ -40,11 +40,12 @@ GIB = 1024**3
 
 HAS_PYNVML = importlib.util.find_spec("pynvml") is not None
 
-# Canned output of `nvidia-smi --query-gpu=index,name,memory.total,memory.free,uuid,driver_version
-# --format=csv,noheader,nounits` on a made-up two-GPU machine (memory in MiB).
+# Canned output of `nvidia-smi --query-gpu=index,name,memory.total,memory.free,uuid,driver_version,utilization.gpu
+# --format=csv,noheader,nounits` on a made-up two-GPU machine (memory in MiB, utilization in percent).
+NVIDIA_SMI_QUERY = "index,name,memory.total,memory.free,uuid,driver_version,utilization.gpu"
 CANNED_CSV = (
-    "0, NVIDIA A100-SXM4-80GB, 81920, 80000, GPU-aaaaaaaa-1111-2222-3333-444444444444, 550.54.15\n"
-    "1, NVIDIA GeForce RTX 4090, 24564, 1024, GPU-bbbbbbbb-5555-6666-7777-888888888888, 550.54.15\n"
+    "0, NVIDIA A100-SXM4-80GB, 81920, 80000, GPU-aaaaaaaa-1111-2222-3333-444444444444, 550.54.15, 37\n"
+    "1, NVIDIA GeForce RTX 4090, 24564, 1024, GPU-bbbbbbbb-5555-6666-7777-888888888888, 550.54.15, 100\n"
 )
 
 
@@ -311,7 +312,7 @@ def _install_fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bo
 def _canned_csv_body() -> str:
     # Answers only the exact query the detector sends, so a changed command line fails the test.
     return (
-        'if [ "$1" = "--query-gpu=index,name,memory.total,memory.free,uuid,driver_version" ] '
+        f'if [ "$1" = "--query-gpu={NVIDIA_SMI_QUERY}" ] '
         '&& [ "$2" = "--format=csv,noheader,nounits" ]; then\n'
         f"cat <<'EOF'\n{CANNED_CSV}EOF\n"
         "else\n  echo 'unexpected arguments' >&2\n  exit 2\nfi"

@@ -2,19 +2,21 @@
 
 Read with psutil when the supervisor's metrics ask (at scrape time, never on the request path). A replica's
 figures include its children: a managed engine (vLLM, SGLang) runs its server as a child of the model process.
+GPU busy comes from the hardware probe (:func:`xinference.core.hardware.nvidia.detect_nvidia_utilization`: NVML,
+else ``nvidia-smi`` at most once per its refresh period).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
+import dataclasses
 from typing import Any
 
 import psutil
 
-__all__ = ["machine_usage"]
+from xinference.core.hardware.nvidia import detect_nvidia_utilization
 
-logger = logging.getLogger(__name__)
+__all__ = ["machine_usage"]
 
 
 def _process_tree(pid: int) -> tuple[float, int]:
@@ -34,23 +36,10 @@ def _process_tree(pid: int) -> tuple[float, int]:
 
 
 def _gpu_utilization() -> list[dict[str, Any]]:
-    """Each NVIDIA GPU's busy fraction through NVML (``nvidia-ml-py``); empty without it."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    out: list[dict[str, Any]] = []
-    try:
-        pynvml.nvmlInit()
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
-            name = pynvml.nvmlDeviceGetName(handle)
-            out.append({"index": index, "name": name.decode() if isinstance(name, bytes) else str(name),
-                        "utilization": float(rates.gpu) / 100.0})
-    except Exception as exc:  # noqa: BLE001 - NVML errors only lose this gauge
-        logger.debug("NVML utilization unavailable: %s", exc)
-    return out
+    """Each NVIDIA GPU's busy fraction, numbered like the worker's GPUs in its heartbeat: through NVML when
+    ``nvidia-ml-py`` is installed, else from ``nvidia-smi``'s kept answer (no extra run of the binary); empty on a
+    machine without either."""
+    return [dataclasses.asdict(gpu) for gpu in detect_nvidia_utilization()]
 
 
 def machine_usage(replicas: dict[str, tuple[str, int | None]]) -> dict[str, Any]:

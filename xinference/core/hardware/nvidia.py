@@ -1,4 +1,5 @@
-"""The NVIDIA probe: which NVIDIA GPUs this process may use, through NVML or, without it, ``nvidia-smi``.
+"""The NVIDIA probe: which NVIDIA GPUs this process may use, and how busy they are, through NVML or, without it,
+``nvidia-smi``.
 
 NVML is used when the ``pynvml`` module (package ``nvidia-ml-py``) is importable. It is started **once per
 process** and kept running: the first call reads what does not change (GPU count, names, UUIDs, driver and CUDA
@@ -16,6 +17,11 @@ way the CUDA runtime applies it, so the reported GPUs are the ones this worker's
 they will see them. NVML numbers GPUs in PCI bus order while the CUDA runtime's default order is "fastest
 first"; the two agree on machines with identical GPUs or with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, which is what the
 numbering here assumes. No failure raises: it is logged at debug level and reported as "no NVIDIA GPU".
+
+:func:`detect_nvidia_utilization` (each GPU's busy fraction, for ``/metrics``) reads the same NVML session, or the
+same kept ``nvidia-smi`` answer: its query asks for ``utilization.gpu`` too, so a machine without NVML runs the
+binary at most once per :data:`NVIDIA_SMI_REFRESH_S` for both the heartbeat and the metrics, and reports a busy
+fraction up to that old.
 """
 
 from __future__ import annotations
@@ -37,9 +43,12 @@ from xinference.core.hardware.models import GpuInfo
 __all__ = [
     "NVIDIA_SMI_REFRESH_S",
     "NVIDIA_SMI_TIMEOUT_S",
+    "GpuUtilization",
     "detect_nvidia_gpus",
+    "detect_nvidia_utilization",
     "parse_cuda_visible_devices",
     "parse_nvidia_smi_csv",
+    "parse_nvidia_smi_utilization",
     "reset_nvidia_probe",
 ]
 
@@ -51,22 +60,49 @@ NVIDIA_SMI_TIMEOUT_S = 5.0
 NVIDIA_SMI_REFRESH_S = 10.0
 
 _MIB = 1024**2
-_NVIDIA_SMI_QUERY = "index,name,memory.total,memory.free,uuid,driver_version"
+_NVIDIA_SMI_QUERY = "index,name,memory.total,memory.free,uuid,driver_version,utilization.gpu"
+#: Position of ``utilization.gpu`` (percent) in a row of :data:`_NVIDIA_SMI_QUERY`.
+_UTILIZATION_COLUMN = 6
 _NOT_AVAILABLE = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 
 _T = TypeVar("_T")
 
 
+@dataclass(frozen=True)
+class GpuUtilization:
+    """How busy one GPU was (``utilization`` 0-1, the driver's sample), numbered like :func:`detect_nvidia_gpus`."""
+
+    index: int
+    name: str
+    utilization: float
+
+
 def detect_nvidia_gpus() -> tuple[GpuInfo, ...]:
     """The NVIDIA GPUs this process may use, renumbered after ``CUDA_VISIBLE_DEVICES``; empty on any failure."""
+    return _apply_visible_devices(_read_physical(busy=False)[0], os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def detect_nvidia_utilization() -> tuple[GpuUtilization, ...]:
+    """The busy fraction of each GPU :func:`detect_nvidia_gpus` lists (same numbering), for the metrics; a GPU whose
+    driver does not report it is left out, and any failure gives an empty tuple."""
+    physical, busy = _read_physical(busy=True)
+    visible = _apply_visible_devices(physical, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return tuple(
+        GpuUtilization(gpu.index, gpu.name, busy[gpu.physical_index])
+        for gpu in visible
+        if gpu.physical_index is not None and gpu.physical_index in busy
+    )
+
+
+def _read_physical(busy: bool) -> tuple[list[GpuInfo], dict[int, float]]:
+    """Every GPU in the machine and, when ``busy`` is asked (NVML reads it only then; ``nvidia-smi`` always
+    answers it), the busy fraction of those that report it, by physical index."""
     try:
         import pynvml
     except Exception as exc:  # noqa: BLE001 - a broken install is as good as none
         logger.debug("pynvml not importable (%s); trying nvidia-smi", exc)
-        physical = _SMI.read()
-    else:
-        physical = _NVML.read(pynvml)
-    return _apply_visible_devices(physical, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return _SMI.read()
+    return _NVML.read(pynvml, busy)
 
 
 def reset_nvidia_probe() -> None:
@@ -82,8 +118,9 @@ def reset_nvidia_probe() -> None:
 
 
 def parse_nvidia_smi_csv(text: str) -> tuple[GpuInfo, ...]:
-    """Parse ``nvidia-smi --query-gpu=index,name,memory.total,memory.free,uuid[,driver_version]
-    --format=csv,noheader,nounits`` output (memory in MiB) into GPUs numbered by their physical index.
+    """Parse ``nvidia-smi --query-gpu=index,name,memory.total,memory.free,uuid[,driver_version[,...]]
+    --format=csv,noheader,nounits`` output (memory in MiB) into GPUs numbered by their physical index; columns
+    after ``driver_version`` are read by :func:`parse_nvidia_smi_utilization`.
 
     Rows without a usable index are skipped; memory columns the driver reports as ``[N/A]`` become 0, and
     missing or ``[N/A]`` uuid/driver columns become ``None``. Never raises on malformed text.
@@ -116,6 +153,24 @@ def parse_nvidia_smi_csv(text: str) -> tuple[GpuInfo, ...]:
             )
         )
     return tuple(gpus)
+
+
+def parse_nvidia_smi_utilization(text: str) -> dict[int, float]:
+    """The ``utilization.gpu`` column (percent, the seventh of :data:`_NVIDIA_SMI_QUERY`) of the same output, as
+    physical index → busy fraction (0-1). Rows without an index or with ``[N/A]``/``[Not Supported]`` there are
+    left out; never raises on malformed text."""
+    busy: dict[int, float] = {}
+    for row in csv.reader(text.splitlines(), skipinitialspace=True):
+        cells = [cell.strip() for cell in row]
+        if len(cells) <= _UTILIZATION_COLUMN:
+            continue
+        try:
+            index, percent = int(cells[0]), float(cells[_UTILIZATION_COLUMN].removesuffix("%").strip())
+        except ValueError:
+            continue
+        if index >= 0 and 0.0 <= percent <= 100.0:
+            busy[index] = percent / 100.0
+    return busy
 
 
 def parse_cuda_visible_devices(value: str | None, count: int, uuids: Sequence[str | None] = ()) -> tuple[int, ...]:
@@ -251,18 +306,21 @@ class _NvmlProbe:
     lock: threading.Lock = field(default_factory=threading.Lock)
     exit_hook_set: bool = False
 
-    def read(self, pynvml: Any) -> list[GpuInfo]:
+    def read(self, pynvml: Any, busy: bool = False) -> tuple[list[GpuInfo], dict[int, float]]:
+        """Every GPU with its memory now and, when ``busy``, each one's busy fraction (those that report it)."""
         with self.lock:
             if self.session is not None and (self.session.pid != os.getpid() or self.session.pynvml is not pynvml):
                 self.session = None  # a forked child (or another pynvml module): the old session is not ours
             if self.session is None:
                 self.session = self._start(pynvml)
                 if self.session is None:
-                    return []
-            gpus, broken = self._read_memory(self.session)
+                    return [], {}
+            session = self.session
+            gpus, broken = self._read_memory(session)
             if broken:
                 self._close_locked()
-            return gpus
+                return gpus, {}
+            return gpus, self._read_utilization(session) if busy else {}
 
     def close(self) -> None:
         with self.lock:
@@ -329,6 +387,16 @@ class _NvmlProbe:
             )
         return gpus, broken
 
+    @staticmethod
+    def _read_utilization(session: _NvmlSession) -> dict[int, float]:
+        busy: dict[int, float] = {}
+        for device in session.devices:
+            rates = _nvml_try(f"utilization of GPU {device.index}", session.pynvml.nvmlDeviceGetUtilizationRates,
+                              device.handle)
+            if rates is not None:
+                busy[device.index] = min(1.0, max(0.0, float(rates.gpu) / 100.0))
+        return busy
+
 
 # --------------------------------------------------------------------------------------------- nvidia-smi
 
@@ -338,29 +406,33 @@ class _SmiProbe:
     """The last ``nvidia-smi`` answer, reused for :data:`NVIDIA_SMI_REFRESH_S` while the binary stays the same."""
 
     gpus: list[GpuInfo] = field(default_factory=list)
+    #: busy fraction by physical index, from the same answer
+    busy: dict[int, float] = field(default_factory=dict)
     executable: str | None = None
     read_at: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def read(self) -> list[GpuInfo]:
+    def read(self) -> tuple[list[GpuInfo], dict[int, float]]:
         executable = shutil.which("nvidia-smi")
         if executable is None:
-            return []
+            return [], {}
         with self.lock:
             now = time.monotonic()
             fresh = self.read_at is not None and now - self.read_at < NVIDIA_SMI_REFRESH_S
             if not (fresh and self.executable == executable):
-                self.gpus, self.executable = _run_nvidia_smi(executable), executable
-                self.read_at = time.monotonic()
-            return list(self.gpus)
+                text = _run_nvidia_smi(executable)
+                self.gpus, self.busy = list(parse_nvidia_smi_csv(text)), parse_nvidia_smi_utilization(text)
+                self.executable, self.read_at = executable, time.monotonic()
+            return list(self.gpus), dict(self.busy)
 
     def forget(self) -> None:
         with self.lock:
-            self.gpus, self.executable, self.read_at = [], None, None
+            self.gpus, self.busy, self.executable, self.read_at = [], {}, None, None
 
 
-def _run_nvidia_smi(executable: str) -> list[GpuInfo]:
-    """Every NVIDIA GPU ``nvidia-smi`` lists, numbered physically; empty on failure."""
+def _run_nvidia_smi(executable: str) -> str:
+    """What ``nvidia-smi`` answers to :data:`_NVIDIA_SMI_QUERY` (every GPU, numbered physically); empty on
+    failure."""
     try:
         completed = subprocess.run(
             [executable, f"--query-gpu={_NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"],
@@ -374,7 +446,7 @@ def _run_nvidia_smi(executable: str) -> list[GpuInfo]:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         logger.debug("nvidia-smi did not answer (%s): reporting no NVIDIA GPU", exc)
-        return []
+        return ""
     if completed.returncode != 0:
         message = (completed.stderr or completed.stdout).strip().splitlines()
         logger.debug(
@@ -382,8 +454,8 @@ def _run_nvidia_smi(executable: str) -> list[GpuInfo]:
             completed.returncode,
             message[0] if message else "no output",
         )
-        return []
-    return list(parse_nvidia_smi_csv(completed.stdout))
+        return ""
+    return completed.stdout
 
 
 _NVML = _NvmlProbe()
