@@ -84,6 +84,9 @@ class KeepAlive:
         self._override: dict[str, float | None] = {}
         self._loads: dict[str, asyncio.Task[None]] = {}
         self._unloads: dict[str, asyncio.Task[None]] = {}
+        #: when :meth:`check` first saw each model serving since it last did not: its idle time counts from then at
+        #: the earliest, so a model that took longer than its keep-alive to load is not unloaded as soon as it is up
+        self._serving_since: dict[str, float] = {}
         #: how many loads each model went through (tests and metrics read it)
         self.loads_started: dict[str, int] = {}
 
@@ -148,15 +151,19 @@ class KeepAlive:
         """Start unloading every model idle past its keep-alive; returns their uids."""
         now = time.monotonic() if now is None else now
         started = []
+        serving = {r.model_uid for r in self._routes.all() if r.status in ("ready", "degraded")}
+        self._serving_since = {uid: self._serving_since.get(uid, now) for uid in serving}
         for route in self._routes.all():
             uid = route.model_uid
-            if route.status not in ("ready", "degraded") or uid in self._loads or uid in self._unloads:
+            if uid not in serving or uid in self._loads or uid in self._unloads:
                 continue
             keep = self.keep_alive_of(route)
             if keep is None:  # FOREVER
                 continue
             gate = self._admission.gate(uid, route.engine, route.limits, len(route.replicas))
-            if gate.busy or gate.idle_since is None or now - gate.idle_since < keep:
+            if gate.busy or gate.idle_since is None:
+                continue
+            if now - max(gate.idle_since, self._serving_since[uid]) < keep:
                 continue
             self._unloads[uid] = asyncio.create_task(self._unload(uid, now - gate.idle_since))
             started.append(uid)
