@@ -109,6 +109,16 @@ async def _exit_when_orphaned(parent: int, interval: float = 1.0) -> None:
             os._exit(0)
 
 
+async def _unload_failed(engine: Engine, replica_uid: str) -> None:
+    """After ``engine.load()`` raised (or was cancelled): ``unload`` what it may have started (a decode thread
+    holding the weights, a server process), since the replica will never serve and nothing else would stop it. A
+    failing ``unload`` is logged, never raised over the load's own error."""
+    try:
+        await engine.unload()
+    except BaseException:  # noqa: BLE001 - the load's error is the one the caller must see
+        logger.warning("%s: unloading after a failed load failed too", replica_uid, exc_info=True)
+
+
 class ModelActor(xo.StatelessActor):
     """Serves one replica. Stateless in xoscar's sense: calls run concurrently, the engine does the batching."""
 
@@ -192,6 +202,9 @@ class ModelActor(xo.StatelessActor):
         self._loading = engine
         try:
             await engine.load()
+        except BaseException:
+            await _unload_failed(engine, plan.replica_uid)
+            raise
         finally:
             self._loading = None
         self._engine = engine

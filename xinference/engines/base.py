@@ -317,7 +317,8 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def unload(self) -> None:
-        """Free everything ``load`` took. Called once; must not raise."""
+        """Free everything ``load`` took; also called when ``load`` raised or was cancelled, to stop what it had
+        started by then (so an engine records a thread or process before waiting on it). Must not raise."""
 
     # -- serving ------------------------------------------------------------------------------------------------
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:

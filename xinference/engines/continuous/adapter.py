@@ -75,7 +75,9 @@ class BatchingEngine(Engine):
     # -- life cycle --------------------------------------------------------------------------------------------
     async def _start_loop(self, scheduler: DecodeLoop, *, with_type: bool = False) -> None:
         """Start ``scheduler`` (it loads the model on its thread) and wait; a failed load is LaunchFailed with the
-        backend's text (and its exception's type when ``with_type``)."""
+        backend's text (and its exception's type when ``with_type``). The scheduler is the engine's from the start,
+        so that ``unload`` stops it whatever fails later in ``load``."""
+        self._scheduler = scheduler
         scheduler.start()
         try:
             await asyncio.to_thread(scheduler.wait_loaded)
