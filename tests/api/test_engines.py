@@ -3,30 +3,44 @@ session's real ``xinference-local``."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import httpx
 from click.testing import CliRunner
 
 from tests.conftest import DEFAULT_MODEL, LocalServer
 from xinference.api.protocol.models import LaunchModelRequest
-from xinference.client import Client
 from xinference.cli.main import main
+from xinference.client import Client
+from xinference.engines.envs import MANIFEST_NAME, env_slug
 
-VLLM_HINT = "xinference engine install vLLM"
 SGLANG_REASON = "SGLang has no CPU build; it needs an NVIDIA GPU"
 
 
+def _installed(server: LocalServer, engine: str) -> bool:
+    """Whether the server's worker has ``engine``'s env: the session's server reads ``XINFERENCE_ENVS_DIR`` when
+    the test run sets it (CI's shared envs), else its temporary home's ``envs`` (empty)."""
+    root = Path(os.environ.get("XINFERENCE_ENVS_DIR") or server.home / "envs").expanduser()
+    return (root / env_slug(engine) / MANIFEST_NAME).is_file()
+
+
 def test_engine_matrix_for_the_default_model(local_server: LocalServer) -> None:
+    """The table on this x86 Linux CPU: vLLM (its CPU build) and MLX take the pytorch specs when their envs are
+    installed and name the install command when not; SGLang gives its reason; llama.cpp takes the bundled GGUF.
+    The tests of vLLM and MLX check the installed side against servers that have the envs."""
     for path in (f"/v1/engines/{DEFAULT_MODEL}", f"/v1/engines/LLM/{DEFAULT_MODEL}"):
         response = httpx.get(local_server.endpoint + path, timeout=30)
         assert response.status_code == 200, response.text
         table = response.json()
-        vllm = table["vLLM"]  # fits this x86 CPU (its CPU build) once its env is installed
-        assert isinstance(vllm, list) or VLLM_HINT in vllm
+        for engine in ("vLLM", "MLX"):
+            if _installed(local_server, engine):
+                assert {p["model_format"] for p in table[engine]} == {"pytorch"}, table[engine]
+            else:
+                assert table[engine] == f"{engine} is not installed on this worker; install it with " \
+                                        f"`xinference engine install {engine}`", table[engine]
         assert table["SGLang"] == SGLANG_REASON
-        mlx = table["MLX"]  # fits this Linux CPU (pytorch spec) once its env is installed
-        assert isinstance(mlx, list) or "xinference engine install MLX" in mlx
         accepted = table["llama.cpp"]
         assert isinstance(accepted, list)
         bundled = [p for p in accepted if p["model_hub"] == "bundled"]

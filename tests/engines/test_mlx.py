@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -292,6 +294,54 @@ def test_chat_stream_and_usage_through_the_server(mlx_server) -> None:  # type: 
     chunks = list(stream)
     assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_the_engine_table_lists_mlx_once_installed(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    """The matcher on this Linux CPU with MLX's env installed: MLX takes the pytorch model, SGLang says why not."""
+    server, name = mlx_server
+    response = httpx.get(f"{server.api}/engines/LLM/{name}", timeout=30)
+    assert response.status_code == 200, response.text
+    table = response.json()
+    assert isinstance(table["MLX"], list), table["MLX"]
+    assert [(p["model_format"], p["quantizations"]) for p in table["MLX"]] == [("pytorch", ["none"])]
+    assert table["SGLang"] == "SGLang has no CPU build; it needs an NVIDIA GPU"
+
+
+def _cli(server: LocalServer, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``xinference ARGS`` as a user runs it, against ``server`` (``XINFERENCE_ENDPOINT``)."""
+    env = {**os.environ, "XINFERENCE_ENDPOINT": server.endpoint}
+    return subprocess.run([sys.executable, "-m", "xinference.cli", *args], capture_output=True, text=True,
+                          env=env, input=stdin, timeout=300)
+
+
+@pytest.mark.slow
+def test_install_then_launch_from_the_command_line(mlx_server) -> None:  # type: ignore[no-untyped-def]
+    """The issue's "done when" as typed: ``xinference engine install MLX`` (installed already: it says so and
+    changes nothing), then ``xinference launch -n <a pytorch model> -en MLX`` (the catalog's SmolLM2 with local
+    weights, since this machine is offline), then a chat on the command line and a greedy one over the API."""
+    from openai import OpenAI
+
+    from benchmark._weights import converted_smollm2
+
+    server, _ = mlx_server
+    installed = _cli(server, "engine", "install", "MLX")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "MLX is already installed" in installed.stdout and "MLX installed (" in installed.stdout
+    launched = _cli(server, "launch", "-n", "smollm2-instruct", "-en", "MLX", "-f", "pytorch", "-s", "0_135",
+                    "-u", "mlx-cli", "--model-path", str(converted_smollm2()), "--max_num_seqs", "1")
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert "Model uid: mlx-cli" in launched.stdout and "Engine: MLX" in launched.stdout
+    try:
+        chat = _cli(server, "chat", "-u", "mlx-cli", "--max-tokens", "12", stdin="What is the capital of France?\n")
+        assert chat.returncode == 0, chat.stdout + chat.stderr
+        assert chat.stdout.replace(">>>", "").strip(), chat.stdout  # a streamed reply was printed
+        reply = OpenAI(base_url=server.api, api_key="x").chat.completions.create(
+            model="mlx-cli", messages=QUESTION, temperature=0, max_tokens=16)
+        assert "Paris" in (reply.choices[0].message.content or "")
+    finally:
+        terminated = _cli(server, "terminate", "-u", "mlx-cli")
+    assert terminated.returncode == 0, terminated.stdout + terminated.stderr
 
 
 @pytest.mark.slow

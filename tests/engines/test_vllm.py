@@ -146,6 +146,27 @@ def test_greedy_chat_knows_paris(client, model: str) -> None:  # type: ignore[no
     assert "token_ids" not in (reply.choices[0].model_extra or {})  # vLLM's null extras are dropped
 
 
+def test_the_engine_table_lists_vllm_once_installed(server: LocalServer) -> None:
+    """The matcher on this x86 CPU with vLLM's env installed: vLLM takes the pytorch model (its CPU build), SGLang
+    says why it cannot (no CPU build)."""
+    response = httpx.get(f"{server.api}/engines/LLM/smollm2-vllm", timeout=30)
+    assert response.status_code == 200, response.text
+    table = response.json()
+    assert isinstance(table["vLLM"], list), table["vLLM"]
+    assert [(p["model_format"], p["quantizations"]) for p in table["vLLM"]] == [("pytorch", ["none"])]
+    assert table["SGLang"] == "SGLang has no CPU build; it needs an NVIDIA GPU"
+
+
+def test_the_model_log_holds_the_vllm_server_lines(server: LocalServer, model: str) -> None:
+    """vLLM's own output (its API server's and its engine core's) is in the model's log, read through the API."""
+    (api_server,) = vllm_servers(server)
+    response = httpx.get(f"{server.api}/models/{model}/logs", params={"tail": 5000}, timeout=30)
+    assert response.status_code == 200, response.text
+    lines = response.json()["lines"]
+    assert any(line.startswith(f"(APIServer pid={api_server.pid}) ") for line in lines), lines[-20:]
+    assert any(line.startswith("(EngineCore pid=") for line in lines), lines[-20:]
+
+
 def test_stream_with_usage(client, model: str) -> None:  # type: ignore[no-untyped-def]
     stream = client.chat.completions.create(model=model, messages=QUESTION, temperature=0, max_tokens=16,
                                             stream=True, stream_options={"include_usage": True})
