@@ -347,7 +347,11 @@ async def _churn(run: _Run, client: httpx.AsyncClient, deadline: float) -> None:
 
 
 def _threads(args: argparse.Namespace) -> dict[str, int]:
-    return {"n_threads": args.n_threads, "n_threads_batch": args.n_threads} if args.n_threads else {}
+    """llama.cpp launch options of every chat model: threads, and the host-memory prompt cache's size."""
+    options = {"n_threads": args.n_threads, "n_threads_batch": args.n_threads} if args.n_threads else {}
+    if args.cache_ram_mib is not None:
+        options["cache_ram_mib"] = args.cache_ram_mib
+    return options
 
 
 def _procs(pids: Iterable[int]) -> list[psutil.Process]:
@@ -381,6 +385,10 @@ def _leftovers(run: _Run) -> list[dict[str, Any]]:
 def soak(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole soak and return the report (see :func:`render_markdown`)."""
     notes = [f"the machine has {psutil.cpu_count()} CPU cores shared with other work: timings and RSS are noisy"]
+    if args.cache_ram_mib is not None:
+        notes.append(f"llama.cpp's host-memory prompt cache was capped at {args.cache_ram_mib} MiB (--cache-ram-mib): "
+                     "a bounded cache that fills with fresh prompts (the platform's default is 1024 MiB, ~1 MiB a "
+                     "prompt here), sized so that it is full within the warm-up and growth after it means a leak")
     if args.n_threads:
         notes.append(f"llama.cpp models ran with n_threads={args.n_threads} (--n-threads; 0 keeps the platform's "
                      "default, all usable cores, which spins badly when the cores are oversubscribed)")
@@ -434,6 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample-seconds", type=float, default=5.0)
     parser.add_argument("--churn-seconds", type=float, default=30.0)
     parser.add_argument("--churn-model", default="gemma-3-270m")
+    parser.add_argument("--cache-ram-mib", type=int, default=64,
+                        help="llama.cpp's prompt cache per chat model (MiB); small, so it is full within the warm-up")
     parser.add_argument("--n-threads", type=int, default=1,
                         help="llama.cpp threads per model; 0 = the platform's default (all usable cores)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)

@@ -98,7 +98,8 @@ def test_options_reach_xllamacpps_params(smol_path: str) -> None:
     asyncio.run(engine.load())
     try:
         # read back from the CommonParams handed to llama.cpp, not echoed from the request
-        assert engine.resolved.params == {"sampling.top_k": 1, "sampling.temp": 0.0, "speculative.draft.n_max": 5}
+        assert engine.resolved.params == {"cache_ram_mib": 1024, "sampling.top_k": 1, "sampling.temp": 0.0,
+                                          "speculative.draft.n_max": 5}
         assert engine.resolved.n_gpu_layers == 0 and engine.resolved.gpu_offload == "none (no GPU)"
         # top_k=1, temp=0 as server defaults: a request that sets no sampling is greedy, hence repeatable
         request = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8}
@@ -122,7 +123,7 @@ def test_launch_over_http_validates_and_reports_params(local_server) -> None:
     assert launched.status_code == 200, launched.text
     try:
         config = httpx.get(f"{api}/models/opts-good", timeout=10).json()["engine_config"]
-        assert config["params"] == {"sampling.top_k": 7, "speculative.draft.n_min": 1}
+        assert config["params"] == {"cache_ram_mib": 1024, "sampling.top_k": 7, "speculative.draft.n_min": 1}
     finally:
         httpx.delete(f"{api}/models/opts-good", timeout=60)
 
@@ -186,8 +187,11 @@ def test_defaults_are_the_measured_ones_for_the_common_chat_case() -> None:
     assert (cpu.kv_unified, cpu.cache_prompt, cpu.n_parallel, cpu.n_ctx) == (True, True, DEFAULT_CPU_SLOTS,
                                                                            MAX_DEFAULT_CTX)
     assert (DEFAULT_CPU_SLOTS, DEFAULT_GPU_SLOTS, MAX_DEFAULT_CTX) == (4, 8, 8192)
-    # batch sizes and the host-memory prompt cache are llama.cpp's own (2048/512, cache_ram on)
-    assert cpu.n_batch is None and cpu.n_ubatch is None and "cache_ram_mib" not in cpu.params
+    # batch sizes are llama.cpp's own (2048/512); its host-memory prompt cache is capped at 1 GiB (8 GiB grew a
+    # model process by ~1 MiB per fresh prompt in the soak), and a value given at launch wins
+    assert cpu.n_batch is None and cpu.n_ubatch is None and cpu.params["cache_ram_mib"] == 1024
+    given = LlamaCppConfig(cache_ram_mib=0).resolve(cpu_count=2, context_length=2048, gpu=False)
+    assert given.params["cache_ram_mib"] == 0
     assert LlamaCppConfig().resolve(cpu_count=2, context_length=2048, gpu=True).n_parallel == DEFAULT_GPU_SLOTS
 
 
@@ -199,6 +203,7 @@ def test_the_default_params_reach_llama_cpp_with_its_own_batch_sizes(smol_path: 
     engine.family = ModelRegistry().get("smollm2-instruct")
     resolved = LlamaCppEngine.parse_config({}).resolve(cpu_count=2, context_length=8192, gpu=False)
     params = engine._build_params(xllamacpp, resolved)
+    load_tree().apply(params, resolved.params)  # as LlamaCppEngine.load does
     assert (params.kv_unified, params.cache_prompt, params.n_parallel) == (True, True, 4)
     assert (params.n_batch, params.n_ubatch, params.n_cache_reuse) == (2048, 512, 0)
-    assert params.cache_ram_mib == 8192
+    assert params.cache_ram_mib == 1024

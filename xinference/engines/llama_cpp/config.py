@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_LAYERS",
+    "DEFAULT_CACHE_RAM_MIB",
     "DEFAULT_CPU_SLOTS",
     "DEFAULT_GPU_SLOTS",
     "GPU_RESERVE_BYTES",
@@ -45,6 +46,14 @@ DEFAULT_GPU_SLOTS = 8
 #: chat users sharing a system prompt, unified and per-slot KV left the same ~92 of ~420 prompt tokens to compute per
 #: request, so the prompt caches gain nothing from per-slot KV, which would cut each request to n_ctx / n_parallel.)
 MAX_DEFAULT_CTX = 8192
+#: llama.cpp's host-memory prompt cache (``cache_ram_mib``): it keeps the KV state of prompts that left their slot,
+#: for reuse by a later request with the same prefix. llama.cpp's own default, 8192 MiB, is sized for one model per
+#: machine: measured in the 10-minute soak (``benchmark/soak.py``), fresh prompts grew a SmolLM2 process by ~1 MiB
+#: each, 422 -> 2,650 MiB and still rising, while a 256 MiB cap levelled off ~290 MiB over the start. With 1-4 chat
+#: users the slots already keep their prefixes (the defaults study computed the same prompt tokens with and without
+#: it), so the platform caps it at 1 GiB per model. Any value may be given at launch (``cache_ram_mib``; 0 turns the
+#: cache off, -1 leaves it unbounded).
+DEFAULT_CACHE_RAM_MIB = 1024
 #: VRAM left free when estimating GPU layers: llama.cpp's compute buffers, the CUDA context and some slack.
 GPU_RESERVE_BYTES = 1 << 30
 #: llama.cpp reads a layer count past the model's own as "every layer, and the output layer too".
@@ -128,9 +137,10 @@ class LlamaCppConfig(BaseModel):
             layers, offload = ALL_LAYERS, "all layers"
         return ResolvedLlamaCppConfig(
             **self.model_dump(
-                exclude={"n_ctx", "n_parallel", "n_threads", "n_threads_batch", "n_gpu_layers", "draft"},
+                exclude={"n_ctx", "n_parallel", "n_threads", "n_threads_batch", "n_gpu_layers", "draft", "params"},
             ),
             draft=self.draft,
+            params={"cache_ram_mib": DEFAULT_CACHE_RAM_MIB, **self.params},
             n_ctx=self.n_ctx or min(model_ctx, MAX_DEFAULT_CTX),
             n_parallel=self.n_parallel or (DEFAULT_GPU_SLOTS if gpu else DEFAULT_CPU_SLOTS),
             n_threads=threads,
