@@ -347,6 +347,8 @@ class MessagesRequest(_MessagesInput):
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
+    keep_alive: str | int | float | None = None
 
     @field_validator("metadata")
     @classmethod

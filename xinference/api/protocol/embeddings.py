@@ -28,6 +28,8 @@ class EmbeddingRequest(OpenAIRequest):
     dimensions: int | None = Field(default=None, ge=1)
     encoding_format: Literal["float", "base64"] = "float"
     user: str | None = None
+    # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
+    keep_alive: str | int | float | None = None
 
     @field_validator("input")
     @classmethod

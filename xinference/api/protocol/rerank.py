@@ -37,6 +37,8 @@ class RerankRequest(OpenAIRequest):
     # -- Xinference extensions -------------------------------------------------------------------------------
     return_len: bool | None = None
     max_chunks_per_doc: int | None = None
+    # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
+    keep_alive: str | int | float | None = None
 
     @field_validator("documents")
     @classmethod

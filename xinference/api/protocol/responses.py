@@ -181,6 +181,8 @@ class ResponsesRequest(OpenAIRequest):
     user: str | None = None
     background: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
+    keep_alive: str | int | float | None = None
 
     def _refuse_unsupported(self) -> None:
         if self.background:

@@ -9,6 +9,7 @@ from typing import Any
 
 from xinference.api.protocol.embeddings import EmbeddingRequest
 from xinference.api.route_cache import Route, RouteTable
+from xinference.api.serving.keep_alive import note_keep_alive
 from xinference.errors import WrongModelType
 
 __all__ = ["EmbeddingService", "check_model_type"]
@@ -34,5 +35,6 @@ class EmbeddingService:
         route = await self._routes.get(body.model)
         check_model_type(route, "embedding", "embed", "embeddings")
         params = body.to_engine_params()
+        note_keep_alive(self._routes, route, body.keep_alive)
         result, _ = await self._routes.call(route, lambda replica: replica.ref.embed(params))
         return result  # type: ignore[no-any-return]

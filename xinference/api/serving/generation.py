@@ -18,6 +18,7 @@ from xinference.api.errors import error_frame
 from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.route_cache import Replica, Route, RouteTable, model_call
+from xinference.api.serving.keep_alive import note_keep_alive
 from xinference.api.serving.pump import ReplicaPump
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.core.admission import Ticket
@@ -45,12 +46,9 @@ class GenerationService:
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         params = body.to_engine_params()
-        keep_alive = body.keep_alive
-        if keep_alive is not None and self._routes.keepalive is not None:
-            self._routes.keepalive.note_request(body.model, keep_alive)  # Ollama's per-request keep_alive
         if not body.stream:
-            return await self.complete(kind, body.model, params)
-        return self._relay(body.model, await self.open(kind, body.model, params))
+            return await self.complete(kind, body.model, params, body.keep_alive)
+        return self._relay(body.model, await self.open(kind, body.model, params, body.keep_alive))
 
     async def route(self, model: str, kind: Kind) -> Route:
         """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
@@ -69,20 +67,26 @@ class GenerationService:
                 f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
                 "text only, or use a model with the vision ability", param=image_param)
 
-    async def complete(self, kind: Kind, model: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this."""
+    async def complete(self, kind: Kind, model: str, params: dict[str, Any],
+                       keep_alive: Any = None) -> dict[str, Any]:
+        """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this.
+        ``keep_alive`` is the request's own (Ollama's field, see :mod:`.keep_alive`)."""
         route = await self.route(model, kind)
+        note_keep_alive(self._routes, route, keep_alive)
         method = "chat" if kind == "chat" else "completions"
         result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
         return result  # type: ignore[no-any-return]
 
-    async def open(self, kind: Kind, model: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        """Start a stream and return its chunks in batches (errors before the first chunk are raised here).
+    async def open(self, kind: Kind, model: str, params: dict[str, Any],
+                   keep_alive: Any = None) -> AsyncIterator[list[dict[str, Any]]]:
+        """Start a stream and return its chunks in batches (errors before the first chunk are raised here);
+        ``keep_alive`` as in :meth:`complete`.
 
         Close the iterator (``contextlib.aclosing``) when the consumer stops early: the model actor is then told to
         abort, which frees the engine's slot.
         """
         route = await self.route(model, kind)
+        note_keep_alive(self._routes, route, keep_alive)
         ticket, route = await self._routes.admit(route)  # held until the stream ends (admission, metrics)
         wanted_usage, params = with_usage(params)  # usage counts the tokens; dropped again if not asked for
         try:

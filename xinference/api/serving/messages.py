@@ -29,7 +29,7 @@ class MessagesService:
 
     async def create(self, body: MessagesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
         """A ``message`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
-        opened = await open_chat(self._generation, body.model, body.to_chat(), body.stream)
+        opened = await open_chat(self._generation, body.model, body.to_chat(), body.stream, body.keep_alive)
         if isinstance(opened, dict):
             return message_from_chat(opened, body.model)
         return relay_events("Messages", body.model, opened, MessageStream(body.model), anthropic_error_event)

@@ -7,6 +7,7 @@ from typing import Any
 from xinference.api.protocol.rerank import RerankRequest
 from xinference.api.route_cache import RouteTable
 from xinference.api.serving.embeddings import check_model_type
+from xinference.api.serving.keep_alive import note_keep_alive
 
 __all__ = ["RerankService"]
 
@@ -21,5 +22,6 @@ class RerankService:
         route = await self._routes.get(body.model)
         check_model_type(route, "rerank", "rerank", "rerank requests")
         params = body.to_engine_params()
+        note_keep_alive(self._routes, route, body.keep_alive)
         result, _ = await self._routes.call(route, lambda replica: replica.ref.rerank(params))
         return result  # type: ignore[no-any-return]

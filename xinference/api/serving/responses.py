@@ -33,7 +33,7 @@ class ResponsesService:
         history = self._history(body.previous_response_id)
         chat = body.to_chat(history)
         shape = ResponseShape(body.model, body.model_dump(exclude_none=True))  # created_at: when it was asked
-        opened = await open_chat(self._generation, body.model, chat, body.stream)
+        opened = await open_chat(self._generation, body.model, chat, body.stream, body.keep_alive)
         conversation = history + chat.added
         if isinstance(opened, dict):
             choice = (opened.get("choices") or [{}])[0]

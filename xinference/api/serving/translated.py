@@ -81,14 +81,15 @@ class _Chat(Protocol):
     image_param: str | None
 
 
-async def open_chat(generation: GenerationService, model: str, chat: _Chat,
-                    stream: bool) -> Union[dict[str, Any], ChatBatches]:
+async def open_chat(generation: GenerationService, model: str, chat: _Chat, stream: bool,
+                    keep_alive: Any = None) -> Union[dict[str, Any], ChatBatches]:
     """The whole chat result, or the opened chat stream when ``stream``; refusals (images to a model without
-    vision, unknown model, the engine's own 4xx) are raised here, before any byte is sent."""
+    vision, unknown model, a bad ``keep_alive``, the engine's own 4xx) are raised here, before any byte is sent.
+    ``keep_alive`` is the request's own, as on chat completions."""
     await generation.check_images(model, chat.image_param)
     if not stream:
-        return await generation.complete("chat", model, chat.params)
-    return await generation.open("chat", model, chat.params)
+        return await generation.complete("chat", model, chat.params, keep_alive)
+    return await generation.open("chat", model, chat.params, keep_alive)
 
 
 async def relay_events(api: str, model: str, batches: ChatBatches, translator: Translator,
