@@ -3,10 +3,29 @@ of ``make test-fast``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.cluster.test_cluster import Cluster, wait_for
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/cluster/" in item.nodeid:
             item.add_marker(pytest.mark.heavy)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A supervisor and two workers (``worker-a``, ``worker-b``), each its own process on loopback, both joined."""
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.start_supervisor()
+        cluster.start_worker("worker-a")
+        cluster.start_worker("worker-b")
+        wait_for(lambda: len(cluster.workers()) == 2, 30, "two workers to join")
+        yield cluster
+    finally:
+        cluster.stop_all()

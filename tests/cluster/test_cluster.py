@@ -12,13 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-import pytest
 
 from tests.conftest import free_port
 
@@ -90,19 +89,6 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
             return time.monotonic() - started
         time.sleep(0.2)
     raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    try:
-        cluster.start_supervisor()
-        cluster.start_worker("worker-a")
-        cluster.start_worker("worker-b")
-        wait_for(lambda: len(cluster.workers()) == 2, 30, "two workers to join")
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def _model_children(process: subprocess.Popen[bytes]) -> list[psutil.Process]:

@@ -4,33 +4,15 @@ series labelled with the worker that runs it, beside the requests the supervisor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
-import pytest
 
 from tests.api.test_metrics import scrape, value
-from tests.cluster.test_cluster import Cluster, wait_for
+from tests.cluster.test_cluster import Cluster
 
 UID = "cluster-metrics"
 
 
-@pytest.fixture
-def two_workers(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    try:
-        cluster.start_supervisor()
-        cluster.start_worker("worker-a")
-        cluster.start_worker("worker-b")
-        wait_for(lambda: len(cluster.workers()) == 2, 30, "two workers to join")
-        yield cluster
-    finally:
-        cluster.stop_all()
-
-
-def test_supervisor_metrics_cover_every_worker(two_workers: Cluster) -> None:
-    cluster = two_workers
+def test_supervisor_metrics_cover_every_worker(cluster: Cluster) -> None:
     launched = httpx.post(f"{cluster.endpoint}/v1/models", timeout=180, json={
         "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "model_uid": UID, "replica": 2})
     assert launched.status_code == 200, launched.text

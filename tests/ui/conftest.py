@@ -8,6 +8,7 @@ Screenshots land in ``tests/ui/artifacts/`` (git-ignored) for a person to look a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -47,6 +48,25 @@ def browser() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
+
+
+@contextlib.contextmanager
+def browser_page(browser: Any) -> Iterator[Any]:
+    """A page in a browser context of its own at the suite's viewport, with a 30 s wait limit; closed after."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page for one test (a module that keeps one page across its tests defines its own)."""
+    with browser_page(browser) as fresh:
+        yield fresh
 
 
 def stop_server(server: LocalServer) -> None:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, LocalServer
-from tests.ui.conftest import VIEWPORT, screenshot, watch
+from tests.ui.conftest import VIEWPORT, browser_page, screenshot, watch
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +37,8 @@ OBSERVE_ANSWER = """() => {
 
 @pytest.fixture(scope="module")
 def page(browser: Any, ui_server: LocalServer) -> Iterator[Any]:
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        yield page
-    finally:
-        context.close()
+    with browser_page(browser) as shared:
+        yield shared
 
 
 def _last_answer(page: Any) -> Any:

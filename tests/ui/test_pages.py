@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
-from tests.ui.conftest import VIEWPORT, screenshot, stop_server, watch
+from tests.ui.conftest import screenshot, stop_server, watch
 
 pytestmark = pytest.mark.slow
 
@@ -31,17 +31,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         yield server
     finally:
         stop_server(server)
-
-
-@pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) -> None:
