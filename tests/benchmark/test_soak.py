@@ -96,7 +96,8 @@ def test_markdown_report() -> None:
     text = render_markdown(_report())
     assert "**Result: PASS**" in text
     assert "| chat | 120 | 0 |" in text
-    assert "| server (API + supervisor + worker) | 121 | 10.0 | 100.0 → 101.0 (101.0) | 0.1 | 0.1 | 20 → 20 |" in text
+    assert ("| server (API + supervisor + worker) | 121 | 10.0 | 100.0 → 101.0 (101.0) | 0.1 | 0.1 | 0.1 "
+            "| 20 → 20 |") in text
     assert "19 launch/terminate cycles of `gemma-3-270m`" in text
     assert "- busy machine" in text
 
@@ -104,3 +105,16 @@ def test_markdown_report() -> None:
     assert "**Result: FAIL**: 1 error(s) of kind chat_stream:no_done" in failed
     assert "| chat_stream | 150 | 1 |" in failed
     assert "- chat_stream no_done: x" in failed
+
+
+def test_growth_that_levels_off_within_the_run_is_not_a_leak() -> None:
+    # rises 8 MiB/min for the first four minutes (a bounded cache filling), then stays
+    series = ProcessSeries(pid=9, label="model embed [9]", create_time=1.0)
+    for i in range(121):
+        t = i * 5.0
+        series.samples.append((t, 500.0 + 8.0 * min(t, 240.0) / 60, 20))
+    summary = summarize_series(series)
+    assert summary["slope_after_warmup_mib_per_min"] > 1.0  # after the first fifth it was still rising
+    assert summary["slope_second_half_mib_per_min"] == 0.0
+    assert leak_suspects([summary], 10) == []
+    assert summarize_series(_series("model chat [7]", 3.0))["slope_second_half_mib_per_min"] == pytest.approx(3.0)
