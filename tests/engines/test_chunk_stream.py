@@ -79,3 +79,38 @@ def test_take_raises_the_error_after_the_chunks_before_it() -> None:
         assert stream.take() == ([], True)
 
     asyncio.run(scenario())
+
+
+def test_cancel_interrupts_a_producer_blocked_outside_the_stream() -> None:
+    """The abort hook: a producer task waiting on something else (an upstream server) is cancelled with the
+    stream, once, and a hook given after the cancel runs at once; a failing hook does not stop the others."""
+
+    async def scenario() -> None:
+        stream = ChunkStream()
+        upstream = asyncio.Event()  # never set: the producer blocks here, never looking at `cancelled`
+
+        async def produce() -> None:
+            await upstream.wait()
+            stream.push({"never": True})
+
+        producer = asyncio.create_task(produce())
+        calls: list[str] = []
+
+        def failing() -> None:
+            calls.append("failing")
+            raise RuntimeError("hook failed")
+
+        stream.on_cancel(failing)
+        stream.on_cancel(producer.cancel)
+        stream.on_cancel(lambda: calls.append("second"))
+        await asyncio.sleep(0)
+        stream.cancel()
+        stream.cancel()  # a second cancel runs nothing again
+        await asyncio.gather(producer, return_exceptions=True)
+        assert producer.cancelled()
+        assert calls == ["failing", "second"]
+        assert stream.finished and await stream.next_batch() == ([], True)
+        stream.on_cancel(lambda: calls.append("late"))
+        assert calls[-1] == "late"
+
+    asyncio.run(scenario())

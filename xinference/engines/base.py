@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["ChunkStream", "Engine", "Verdict", "wait_any"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class ChunkStream:
         self._finished = False
         self._error: BaseException | None = None
         self.cancelled = False
+        self._on_cancel: list[Callable[[], Any]] = []
 
     def push(self, item: dict[str, Any]) -> None:
         """Add one chunk (any thread). Ignored after ``finish``."""
@@ -110,10 +115,28 @@ class ChunkStream:
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(_wake, waiter)
 
+    def on_cancel(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback`` (on the actor's loop) when the stream is cancelled: the abort hook of a producer that
+        can block without looking at ``cancelled`` (a task awaiting an upstream server, a queue). Runs at once
+        when the stream is already cancelled."""
+        if self.cancelled:
+            callback()
+        else:
+            self._on_cancel.append(callback)
+
     def cancel(self) -> None:
-        """Ask the producer to stop (it checks ``cancelled`` before each token) and end the stream."""
+        """Ask the producer to stop (it checks ``cancelled`` before each token, and the hooks given to
+        :meth:`on_cancel` interrupt it where it blocks) and end the stream."""
+        if self.cancelled:
+            return
         self.cancelled = True
         self.finish()
+        hooks, self._on_cancel = self._on_cancel, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - one failing hook must not keep the others or the caller from going on
+                logger.exception("an abort hook of a stream failed")
 
     @property
     def finished(self) -> bool:

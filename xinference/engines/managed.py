@@ -182,18 +182,6 @@ def parse_metrics(text: str, wanted: set[str], averaged: frozenset[str] = frozen
     return values
 
 
-class _ProxyStream(ChunkStream):
-    """A ChunkStream whose producer is a task on the same loop: cancelling the stream cancels the task, which
-    closes the upstream response (the server then aborts the request)."""
-
-    task: asyncio.Task[None] | None = None
-
-    def cancel(self) -> None:
-        super().cancel()
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-
-
 class ManagedServerEngine(Engine):
     """Base of the engines served by their own OpenAI server. Subclasses set the flags and implement
     :meth:`server_args` (and may override :meth:`server_env`, :meth:`translate_request`).
@@ -437,8 +425,10 @@ class ManagedServerEngine(Engine):
 
     def _open(self, path: str, body: dict[str, Any]) -> ChunkStream:
         self._require()
-        stream = _ProxyStream()
-        stream.task = asyncio.create_task(self._relay(path, body, stream))
+        stream = ChunkStream()
+        relay = asyncio.create_task(self._relay(path, body, stream))
+        # Cancelling the stream cancels the relay task, which closes the upstream response: the server aborts.
+        stream.on_cancel(relay.cancel)
         return stream
 
     async def _relay(self, path: str, body: dict[str, Any], stream: ChunkStream) -> None:
