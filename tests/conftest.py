@@ -84,6 +84,14 @@ class LocalServer:
             self.process.send_signal(sig)
         return self.process.wait(timeout=timeout)
 
+    def stop_and_reap(self, grace: float = 15) -> None:
+        """Stop the server, then kill any of its processes (model subprocesses, engine servers) still alive after
+        ``grace`` seconds: a test session must not leave them behind, whatever the server did."""
+        children = self.descendants()
+        self.stop()
+        for proc in psutil.wait_procs(children, timeout=grace)[1]:
+            proc.kill()
+
 
 def start_local_server(
     home: Path, *args: str, env: dict[str, str] | None = None, ready_timeout: float = 60
@@ -125,11 +133,7 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
         assert response.status_code == 200, response.text
         yield server
     finally:
-        children = server.descendants()
-        server.stop()
-        gone, alive = psutil.wait_procs(children, timeout=15)
-        for proc in alive:
-            proc.kill()
+        server.stop_and_reap()
 
 
 @pytest.fixture(scope="session")

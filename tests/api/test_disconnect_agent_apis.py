@@ -59,8 +59,9 @@ def test_hanging_up_on_a_non_streamed_agent_request_frees_the_slot(one_slot_serv
 
     chat = f"{one_slot_server.api}/chat/completions"
     started = time.monotonic()
-    calibration = httpx.post(chat, timeout=600, json={"model": "smollm2-instruct", "max_tokens": 64,
-                                                      "ignore_eos": True, "messages": [{"role": "user", "content": PROMPT}]})
+    calibration = httpx.post(chat, timeout=600, json={
+        "model": "smollm2-instruct", "max_tokens": 64, "ignore_eos": True,
+        "messages": [{"role": "user", "content": PROMPT}]})
     assert calibration.json()["usage"]["completion_tokens"] == 64
     step = (time.monotonic() - started) / 64  # one decoding step, prompt included: an overestimate
     aborted_before = _aborted(one_slot_server, path)

@@ -120,8 +120,8 @@ def test_concurrent_clients_get_their_own_vectors(local_server: LocalServer, emb
 def test_platform_client_embeddings_and_cli_launch_type(local_server: LocalServer, embedding_uid: str) -> None:
     from click.testing import CliRunner
 
-    from xinference.client import Client, ClientError
     from xinference.cli.main import main as cli
+    from xinference.client import Client, ClientError
 
     with Client(local_server.endpoint) as client:
         result = client.embeddings(embedding_uid, ["a cat sits on the mat", "a kitten rests on a rug"])

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
@@ -34,11 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     try:
         yield started
     finally:
-        children = started.descendants()
-        started.stop()
-        _, alive = psutil.wait_procs(children, timeout=15)
-        for proc in alive:
-            proc.kill()
+        started.stop_and_reap()
 
 
 def _chat_once_loaded(server: LocalServer, **extra: Any) -> httpx.Response:

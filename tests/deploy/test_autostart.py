@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
-from xinference.client import Client
 from xinference.cli.main import main
+from xinference.client import Client
 
 pytestmark = pytest.mark.slow
 

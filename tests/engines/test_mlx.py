@@ -247,11 +247,7 @@ def mlx_server(tmp_path_factory: pytest.TempPathFactory, mlx_env: Path):  # type
         assert launched.status_code == 200, launched.text + server.log()[-3000:]
         yield server, name
     finally:
-        children = server.descendants()
-        server.stop()
-        _, alive = psutil.wait_procs(children, timeout=15)
-        for proc in alive:
-            proc.kill()
+        server.stop_and_reap()
 
 
 def _replica(server: LocalServer, name: str) -> dict:

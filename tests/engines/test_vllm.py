@@ -103,11 +103,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[
             assert registered.status_code == 200, registered.text
         yield local
     finally:
-        children = local.descendants()
-        local.stop()
-        _, alive = psutil.wait_procs(children, timeout=30)
-        for proc in alive:
-            proc.kill()
+        local.stop_and_reap(grace=30)
 
 
 @pytest.fixture(scope="module")

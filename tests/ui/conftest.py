@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.conftest import LocalServer, start_local_server
@@ -70,11 +68,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def stop_server(server: LocalServer) -> None:
-    children = server.descendants()
-    server.stop()
-    _, alive = psutil.wait_procs(children, timeout=15)
-    for proc in alive:
-        proc.send_signal(signal.SIGKILL)
+    server.stop_and_reap()
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +78,7 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]
     try:
         yield server
     finally:
-        stop_server(server)
+        server.stop_and_reap()
 
 
 @dataclass

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import LocalServer, start_local_server
-from tests.ui.conftest import VIEWPORT, screenshot, stop_server, watch
+from tests.ui.conftest import VIEWPORT, screenshot, watch
 
 KEY = "sk-ui-test-key"
 
@@ -21,7 +21,7 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
     try:
         yield server
     finally:
-        stop_server(server)
+        server.stop_and_reap()
 
 
 def test_key_prompt_wrong_key_then_a_working_session(browser: Any, keyed_server: LocalServer) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import LocalServer, start_local_server
 from tests.model.fake_hub import FakeHub
-from tests.ui.conftest import VIEWPORT, screenshot, stop_server, watch
+from tests.ui.conftest import VIEWPORT, screenshot, watch
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 
@@ -39,7 +39,7 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
         try:
             yield server, hub
         finally:
-            stop_server(server)
+            server.stop_and_reap()
 
 
 def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: tuple[LocalServer, FakeHub]) -> None:

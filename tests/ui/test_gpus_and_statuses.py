@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
-from tests.ui.conftest import screenshot, stop_server, watch
+from tests.ui.conftest import screenshot, watch
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         assert response.status_code == 200, response.text
         yield server
     finally:
-        stop_server(server)
+        server.stop_and_reap()
 
 
 def with_stand_in_gpus(route: Any) -> None:

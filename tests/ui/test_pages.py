@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
-from tests.ui.conftest import screenshot, stop_server, watch
+from tests.ui.conftest import screenshot, watch
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     try:
         yield server
     finally:
-        stop_server(server)
+        server.stop_and_reap()
 
 
 def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) -> None:
