@@ -89,7 +89,7 @@ def streamed_text(engine: LlamaCppEngine, request: dict[str, Any]) -> str:
 @pytest.mark.parametrize("mode", ["draft", "ngram"])
 def test_greedy_output_is_unchanged_and_counters_move(loaded: dict[str, LlamaCppEngine], mode: str) -> None:
     plain, fast = loaded["plain"], loaded[mode]
-    assert plain.stats() == {}  # no speculation: nothing to report
+    assert not [key for key in plain.stats() if key.startswith("spec")]  # no speculation: nothing to report
     assert fast.resolved.speculative["types"] == (["draft_simple"] if mode == "draft" else ["ngram_simple"])
     before = fast.stats()
     expected = text_of(plain, PROMPT)

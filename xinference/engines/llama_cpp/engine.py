@@ -6,7 +6,8 @@ every request runs on a thread of this engine's pool while llama.cpp batches the
 are handed to the model actor through a :class:`ChunkStream` without waiting on it.
 
 The server also opens llama.cpp's HTTP port. It is bound to loopback and locked with a random API key that never
-leaves this process, so nothing but this adapter can use it.
+leaves this process, so nothing but this adapter can use it. Its metrics endpoint is on for ``handle_metrics``, the
+in-process reading behind :meth:`LlamaCppEngine.stats` (see ``slots.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from xinference.engines.llama_cpp.config import (
     estimate_gpu_layers,
 )
 from xinference.engines.llama_cpp.params_tree import load_tree
+from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
 from xinference.errors import (
     ContextLengthExceeded,
@@ -151,6 +153,8 @@ class LlamaCppEngine(Engine):
     _http: httpx.AsyncClient | None = None
     _http_loop: asyncio.AbstractEventLoop | None = None
     _speculation: SpeculationCounters
+    _load: SlotLoad | None = None
+    _counters: ServerCounters | None = None
     _api_key: str = ""
     _template: str | None = None  # the chat template, read at the first request of a reasoning family
     resolved: ResolvedLlamaCppConfig
@@ -210,6 +214,8 @@ class LlamaCppEngine(Engine):
         self._pool = ThreadPoolExecutor(
             max_workers=max(16, self.resolved.n_parallel * 4), thread_name_prefix=f"llama-{self.model_uid}"
         )
+        self._load = SlotLoad(self.resolved.n_parallel)
+        self._counters = ServerCounters(self._server.handle_metrics, self.model_uid)
 
     def _auto_gpu_layers(self, cfg: ResolvedLlamaCppConfig) -> GpuLayers | None:
         """Layers that fit in this replica's free VRAM when the user left ``n_gpu_layers`` unset (NVIDIA GPUs;
@@ -253,7 +259,7 @@ class LlamaCppEngine(Engine):
         params.port = 0
         self._api_key = secrets.token_urlsafe(32)
         params.api_keys = [self._api_key]
-        params.endpoint_metrics = False
+        params.endpoint_metrics = True  # read in-process by stats(); over HTTP only with the key above
         params.endpoint_slots = False
         params.endpoint_props = False
         if self.family.chat_template:
@@ -261,12 +267,20 @@ class LlamaCppEngine(Engine):
         return params
 
     def stats(self) -> dict[str, Any]:
-        """Speculative decoding's counters when the model drafts (``spec_draft_tokens``, ``spec_accepted_tokens``,
-        ``spec_acceptance_rate``, ``spec_requests``: requests that drafted) and how it drafts; else empty."""
+        """Polled at scrape time (``/metrics``): the slots (``slots_total``, ``slots_busy``, ``requests_waiting``,
+        counted here), llama.cpp's own counters (``prompt_tokens``, ``generation_tokens``, ``decode_calls``, ...;
+        see :data:`~xinference.engines.llama_cpp.slots.LLAMA_METRICS`), read with a wait of at most 0.1 s, and,
+        when the model drafts, speculative decoding's (``spec_draft_tokens``, ``spec_accepted_tokens``,
+        ``spec_acceptance_rate``, ``spec_requests``: requests that drafted) with how it drafts. Empty until loaded."""
         resolved = getattr(self, "resolved", None)
-        if resolved is None or not resolved.speculative.get("types"):
+        if resolved is None or self._load is None:
             return {}
-        return {**self._speculation.snapshot(), "speculative": resolved.speculative}
+        stats: dict[str, Any] = dict(self._load.snapshot())
+        if self._counters is not None:
+            stats.update(self._counters.snapshot())
+        if resolved.speculative.get("types"):
+            stats.update(self._speculation.snapshot(), speculative=resolved.speculative)
+        return stats
 
     async def unload(self) -> None:
         if self._http is not None:
@@ -276,6 +290,9 @@ class LlamaCppEngine(Engine):
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        if self._counters is not None:
+            self._counters.close()
+            self._counters = None
         self._server = None
 
     # -- serving ------------------------------------------------------------------------------------------------
@@ -349,8 +366,10 @@ class LlamaCppEngine(Engine):
             self._http = httpx.AsyncClient(base_url=str(self._server.listening_address), timeout=None,
                                            headers={"Authorization": f"Bearer {self._api_key}"})
             self._http_loop = loop
+        assert self._load is not None
         try:
-            response = await self._http.post(path, json=body)
+            with self._load.running():
+                response = await self._http.post(path, json=body)
         except httpx.HTTPError as exc:
             raise EngineError(f"llama.cpp failed: {type(exc).__name__}: {exc}") from exc
         result = _llama_json(response)
@@ -363,6 +382,8 @@ class LlamaCppEngine(Engine):
         stream = ChunkStream()
         uid = self.model_uid
         counters = self._speculation
+        pool, load = self._executor(), self._load
+        assert load is not None
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             # Runs on the engine thread for every token: keep it tiny. Returning True stops the request.
@@ -383,15 +404,23 @@ class LlamaCppEngine(Engine):
             return False
 
         def run() -> None:
+            load.start()
+            error: XinferenceError | None = None
             try:
                 with _backend_errors():
                     handler(body, on_chunk)
             except XinferenceError as exc:
-                stream.finish(exc)
-            else:
-                stream.finish()
+                error = exc
+            finally:
+                load.end()  # before the stream ends: whoever sees the end sees the slot free
+            stream.finish(error)
 
-        self._executor().submit(run)
+        load.queue()
+        try:
+            pool.submit(run)
+        except RuntimeError as exc:  # the pool shut down between the check above and here: unloading
+            load.unqueue()
+            raise ModelUnavailable(f"model {self.model_uid!r} is not loaded") from exc
         return stream
 
     def _executor(self) -> ThreadPoolExecutor:
