@@ -270,8 +270,10 @@ class ModelActor(xo.StatelessActor):
             await self._engine.check_health()
 
     async def engine_stats(self) -> dict[str, Any]:
-        """The engine's own counters (e.g. forward passes of a batching engine), for tests and diagnostics."""
-        return self._ready().stats()
+        """The engine's own counters (e.g. forward passes of a batching engine; read by ``/metrics``). Read on a
+        thread: an engine may wait for its backend to answer (llama.cpp's counters wait up to one decoding step),
+        and the streams this actor relays must not wait with it."""
+        return await asyncio.to_thread(self._ready().stats)
 
     async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
         """Start a streamed ``chat`` or ``completions`` request; returns (stream id, first chunks, done).
