@@ -52,7 +52,7 @@ function ModelRow({ model, now, onError, refresh }) {
         ${model.accelerators && model.accelerators.length ? " · " + model.accelerators.join(", ") : ""}</small></td>
       <td>${duration(now - model.created)}</td>
       <td>${model.requests_in_flight ?? "–"}</td>
-      <td class="row-actions">
+      <td><div class="row-actions">
         ${link && model.status !== "failed" && html`<a class="button small" href=${link[1] + uid}>${link[0]}</a>`}
         <a class="button small" href=${"#/logs/" + uid}>Logs</a>
         <button class="small" title="Add a replica" disabled=${model.status !== "ready" && model.status !== "degraded"}
@@ -65,7 +65,7 @@ function ModelRow({ model, now, onError, refresh }) {
           })}>− replica</button>
         <${ConfirmButton} label="Terminate" confirm="Terminate now" testid="terminate"
           onConfirm=${() => act(() => request(`/v1/models/${uid}`, { method: "DELETE" }))} />
-      </td>
+      </div></td>
     </tr>`;
 }
 
