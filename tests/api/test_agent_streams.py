@@ -30,7 +30,8 @@ class ScriptedGeneration:
     async def check_images(self, model: str, image_param: str | None) -> None:
         assert image_param is None, "no image in these requests"
 
-    async def open(self, kind: str, model: str, params: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+    async def open(self, kind: str, model: str, params: dict[str, Any],
+                   keep_alive: Any = None) -> AsyncIterator[list[dict[str, Any]]]:
         assert params["stream"] and params["stream_options"] == {"include_usage": True}
         return self._run()
 
