@@ -143,6 +143,15 @@ def worker_timeout() -> float:
     return _seconds("XINFERENCE_WORKER_TIMEOUT", 12.0)
 
 
+def worker_call_timeout() -> float:
+    """``XINFERENCE_WORKER_CALL_TIMEOUT``: how long the supervisor waits for a worker's answer to a control call
+    (terminate a replica, cancel a launch, report progress; default 30 s, which covers a replica whose engine takes
+    15 s to unload). A worker that does not answer in time is treated as unreachable for that call, never waited
+    for under the supervisor's lock: one hung worker cannot freeze launches on the others. Hardware reports wait at
+    most 5 s of it."""
+    return _seconds("XINFERENCE_WORKER_CALL_TIMEOUT", 30.0)
+
+
 def model_restart_limit() -> int:
     """``XINFERENCE_MODEL_RESTARTS``: how many times a worker restarts a replica whose process died (default 3)."""
     try:

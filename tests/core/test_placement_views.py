@@ -1,5 +1,5 @@
-"""What placement sees of each worker (``placement.worker_views``, ``SupervisorActor._place``): its replicas, the GPUs
-they hold and the bookings of launches still starting, counted in one pass over the models whatever the number of
+"""What placement sees of each worker (``placement.worker_views``, ``Booker.place``): its replicas, the GPUs
+they hold and the bookings of launches still starting, counted in one pass over the ledger whatever the number of
 workers (a scan per worker made filling a 100-worker cluster quadratic: ``benchmark/results/scale.md``)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import pytest
 
 from tests.machines import linux
 from xinference.core.hardware import HardwareInfo
+from xinference.core.ledger import Ledger
 from xinference.core.placement import Placement, WorkerView, worker_views
-from xinference.core.supervisor import actor as actor_module
-from xinference.core.supervisor.actor import SupervisorActor
-from xinference.core.supervisor.records import LaunchRequest, ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor import booking as booking_module
+from xinference.core.supervisor.booking import Booker
+from xinference.core.supervisor.records import LaunchRequest, WorkerEntry
 from xinference.errors import InvalidRequest
 
 
@@ -36,21 +37,22 @@ def test_views_count_replicas_and_union_their_gpus() -> None:
 
 
 class _Cluster:
-    """SupervisorActor's placement state over plain records (``_place`` reads only ``_workers`` and ``_models``)."""
+    """The supervisor's placement over a plain worker table and ledger (``Booker.place`` reads only those)."""
 
     def __init__(self, workers: dict[str, HardwareInfo]) -> None:
         self._workers = {a: WorkerEntry(a, ref=None, hardware=hw) for a, hw in workers.items()}
-        self._models: dict[str, ModelRecord] = {}
+        self.ledger = Ledger()
+        self.booker = Booker(self._workers, self.ledger)
 
     def add(self, uid: str, started: Sequence[tuple[str, tuple[int, ...]]] = (),
             booked: Sequence[tuple[str, tuple[int, ...]]] = ()) -> None:
-        record = ModelRecord(uid, choice=None, model_engine="llama.cpp", replica=len(started) + len(booked))  # type: ignore[arg-type]
-        record.replicas = [Replica(f"{uid}-{i}", w, f"{w}/sub{i}", gpu_indices=g) for i, (w, g) in enumerate(started)]
-        record.reserved = [(Placement(w, g), 1 << 30) for w, g in booked]
-        self._models[uid] = record
+        for i, (worker, gpus) in enumerate(started):
+            self.ledger.book(f"{uid}-{i}", uid, "L", worker, gpus, 1 << 30, state="running")
+        for i, (worker, gpus) in enumerate(booked, start=len(started)):
+            self.ledger.book(f"{uid}-{i}", uid, "L", worker, gpus, 1 << 30)
 
     def place(self, replicas: int = 1, **launch: Any) -> list[Placement]:
-        return SupervisorActor._place(self, replicas, LaunchRequest(model_name="m", **launch))  # type: ignore[arg-type]
+        return self.booker.place(replicas, LaunchRequest(model_name="m", **launch))
 
 
 def test_placement_sees_started_replicas_their_gpus_and_bookings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,44 +62,38 @@ def test_placement_sees_started_replicas_their_gpus_and_bookings(monkeypatch: py
     cluster.add("three", booked=[("c:1", (0,))])
     cluster.add("elsewhere", started=[("left:1", (0,))])  # its worker left: counts nowhere
     seen: list[WorkerView] = []
-    real = actor_module.place_replicas
+    real = booking_module.place_replicas
 
     def spy(views: Sequence[WorkerView], *args: Any) -> list[Placement]:
         seen.extend(views)
         return real(views, *args)
 
-    monkeypatch.setattr(actor_module, "place_replicas", spy)
+    monkeypatch.setattr(booking_module, "place_replicas", spy)
     assert cluster.place() == [Placement("b:1", (0,))]  # fewest replicas with a free GPU
     assert {v.address: (v.replicas, v.gpus_in_use) for v in seen} == {
         "a:1": (3, {0, 1}), "b:1": (1, {1}), "c:1": (1, {0})}
-    monkeypatch.setattr(actor_module, "place_replicas", real)
+    monkeypatch.setattr(booking_module, "place_replicas", real)
     with pytest.raises(InvalidRequest, match="0 free GPU"):  # the booking holds a's second GPU
         cluster.place(n_gpu=1, worker_ip="a:1")
     with pytest.raises(InvalidRequest, match="0 free GPU"):
         cluster.place(n_gpu=1, worker_ip="c:1")
-    cluster._models["two"].reserved.clear()  # the launch failed: its GPU is free again
+    cluster.ledger.release("two-1")  # the launch failed: its GPU is free again
     assert cluster.place(n_gpu=1, worker_ip="a:1") == [Placement("a:1", (1,))]
 
 
-class _CountingModels(dict[str, ModelRecord]):
-    """The model table, counting the passes over it."""
-
-    passes = 0
-
-    def values(self) -> Any:
-        type(self).passes += 1
-        return super().values()
-
-
-@pytest.mark.parametrize("workers", [2, 60])
-def test_one_placement_passes_over_the_models_a_fixed_number_of_times(workers: int,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    cluster = _Cluster({f"w{i}:1": _gpus(0) for i in range(workers)})
+def test_one_placement_reads_each_booking_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placement costs O(workers + bookings): the ledger is read in one pass, not once per worker."""
+    cluster = _Cluster({f"w{i}:1": _gpus(0) for i in range(60)})
     for i in range(20):
-        cluster.add(f"m{i}", started=[(f"w{i % workers}:1", ())])
-    counting = _CountingModels(cluster._models)
-    cluster._models = counting
-    monkeypatch.setattr(_CountingModels, "passes", 0)
-    placed = cluster.place(n_gpu=None)
-    assert placed == [Placement("w20:1" if workers > 20 else "w0:1")]  # placement itself is unchanged
-    assert counting.passes <= 2  # started replicas, then bookings: not once (or twice) per worker
+        cluster.add(f"m{i}", started=[(f"w{i % 60}:1", ())])
+    reads = 0
+    real = Ledger.held
+
+    def counting(self: Ledger) -> list[tuple[str, tuple[int, ...]]]:
+        nonlocal reads
+        reads += 1
+        return real(self)
+
+    monkeypatch.setattr(Ledger, "held", counting)
+    assert cluster.place(n_gpu=None) == [Placement("w20:1")]
+    assert reads == 1

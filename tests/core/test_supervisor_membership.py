@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.machines import linux
+from xinference.core.ledger import Ledger
 from xinference.core.supervisor.membership import MembershipMixin
 from xinference.core.supervisor.records import ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor.tombstones import Tombstones
 
 
 def _record(status: str, wanted: int, on: list[str]) -> ModelRecord:
@@ -42,9 +45,12 @@ def test_refresh_status_follows_the_replicas_of_a_serving_model(status: str, wan
 class _Supervisor(MembershipMixin):
     """The mixin over plain records, as SupervisorActor holds them."""
 
-    def __init__(self) -> None:
+    def __init__(self, tombstones: Path | None = None) -> None:
         self._workers: dict[str, WorkerEntry] = {}
         self._models: dict[str, ModelRecord] = {}
+        self._ledger = Ledger()
+        self._tombstones = Tombstones(tombstones or Path("/nonexistent/tombstones.json"))
+        self._incarnation = "now"
         self.version = 0
         self.autostarts = 0
 
@@ -104,7 +110,103 @@ async def _a_dead_replica_leaves_and_comes_back() -> None:
                                        "family": {}, "spec": {}, "quantization": "Q4_0", "engine_config": {},
                                        "gpu_indices": []},
                               "address": "w1:sub9", "pid": 42}
-    await sup.replica_restarted("w1", report)
+    assert await sup.replica_restarted("w1", report) == {"kill": None}
     assert record.status == "ready" and record.replicas[0].address == "w1:sub9"
     assert [e["event"] for e in record.events] == ["replica_died", "replica_restarted"]
     await sup.replica_failed("unknown", "x-0", "")  # a model terminated meanwhile: ignored
+
+
+# -- replica identity: keep or kill what a (re-)registering worker reports -------------------------------------------
+def _smol_plan(replica_uid: str = "smol-0", launch_id: str = "L1", incarnation: str = "before",
+               gpus: list[int] | None = None) -> dict[str, Any]:
+    from xinference.model.registry import ModelRegistry
+
+    family = ModelRegistry().get("smollm2-instruct")
+    spec = family.model_specs[0]
+    return {"model_uid": replica_uid.rsplit("-", 1)[0], "replica_uid": replica_uid, "model_engine": "llama.cpp",
+            "family": family.model_dump(mode="json"), "spec": spec.model_dump(mode="json"),
+            "quantization": spec.quantizations[0], "engine_config": {}, "gpu_indices": gpus or [],
+            "launch_id": launch_id, "incarnation": incarnation}
+
+
+def _report(plan: dict[str, Any], address: str = "w1:sub1") -> dict[str, Any]:
+    return {"plan": plan, "address": address, "pid": 7, "engine_config": {}}
+
+
+@pytest.fixture()
+def sup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _Supervisor:
+    async def no_ref(**_: Any) -> None:
+        return None
+
+    monkeypatch.setattr("xoscar.actor_ref", no_ref)
+    return _Supervisor(tmp_path / "tombstones.json")
+
+
+def _join(sup: _Supervisor, *reports: dict[str, Any], address: str = "w1") -> dict[str, Any]:
+    answer: dict[str, Any] = asyncio.run(sup.add_worker(address, linux().model_dump(mode="json"), list(reports)))
+    return answer
+
+
+def test_a_replica_of_an_earlier_supervisor_is_adopted_with_its_launch(sup: _Supervisor) -> None:
+    assert _join(sup, _report(_smol_plan())) == {"kill": {}}
+    record = sup._models["smol"]
+    assert record.launch_id == "L1" and [r.replica_uid for r in record.replicas] == ["smol-0"]
+    assert [b.state for b in sup._ledger] == ["running"]
+
+
+def test_a_terminated_launch_is_killed_not_adopted_even_after_a_supervisor_restart(sup: _Supervisor,
+                                                                                 tmp_path: Path) -> None:
+    sup._tombstones.add("L1", "smol")
+    restarted = _Supervisor(tmp_path / "tombstones.json")  # a new supervisor reads the tombstones back
+    restarted._incarnation = "after"
+    answer = asyncio.run(restarted.add_worker("w1", linux().model_dump(mode="json"), [_report(_smol_plan())]))
+    assert "terminated while its worker was away" in answer["kill"]["smol-0"]
+    assert restarted._models == {} and len(restarted._ledger) == 0
+
+
+def test_a_launch_of_this_supervisor_that_no_longer_runs_is_killed(sup: _Supervisor) -> None:
+    answer = _join(sup, _report(_smol_plan(incarnation="now")))
+    assert "not running any more" in answer["kill"]["smol-0"] and sup._models == {}
+
+
+def test_a_reused_uid_never_adopts_the_old_launch(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan(launch_id="NEW")), address="w2")
+    answer = _join(sup, _report(_smol_plan(launch_id="OLD")))
+    assert "belongs to another launch" in answer["kill"]["smol-0"]
+    assert [r.worker_address for r in sup._models["smol"].replicas] == ["w2"]
+
+
+def test_a_model_with_all_its_replicas_does_not_adopt_one_more(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan("smol-0")), address="w2")
+    answer = _join(sup, _report(_smol_plan("smol-1")))
+    assert "has its 1 replica(s) already" in answer["kill"]["smol-1"]
+    assert len(sup._models["smol"].replicas) == 1 and len(sup._ledger) == 1
+
+
+def test_a_worker_that_comes_back_without_a_replica_frees_it(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan(gpus=[0])))
+    assert _join(sup) == {"kill": {}}  # its process restarted: it runs nothing now
+    record = sup._models["smol"]
+    assert record.replicas == [] and record.status == "unavailable" and len(sup._ledger) == 0
+    assert record.events[-1]["event"] == "replica_lost"
+
+
+def test_a_forgotten_worker_releases_its_bookings_and_wakes_its_waiters(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan(gpus=[0])))
+    entry = sup._workers["w1"]
+    sup._forget_worker("w1", "stopped heartbeating")
+    assert entry.gone.is_set() and len(sup._ledger) == 0 and sup._ledger.released == 1
+
+
+def test_a_replica_restarted_after_its_model_was_terminated_is_killed(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan(incarnation="now")))  # killed: nothing runs
+    answer = asyncio.run(sup.replica_restarted("w1", _report(_smol_plan(incarnation="now"))))
+    assert "not running any more" in answer["kill"]
+
+
+def test_a_replica_given_up_on_releases_its_booking(sup: _Supervisor) -> None:
+    _join(sup, _report(_smol_plan(gpus=[0])))
+    asyncio.run(sup.replica_failed("smol", "smol-0", "died"))
+    assert len(sup._ledger) == 1  # its worker restarts it on the same GPU
+    asyncio.run(sup.replica_failed("smol", "smol-0", "gave up after 3 restart(s)", True))
+    assert len(sup._ledger) == 0

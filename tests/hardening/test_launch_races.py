@@ -50,7 +50,7 @@ class GatedStandInWorker(xo.StatelessActor):
         self.live.add(plan["replica_uid"])
         return {"address": self.address, "pid": 1, "engine_config": {}}
 
-    async def terminate_replica(self, replica_uid: str) -> None:
+    async def terminate_replica(self, replica_uid: str, why: str = "") -> None:
         self.live.discard(replica_uid)
 
     async def cancel_launch(self, replica_uid: str) -> None:

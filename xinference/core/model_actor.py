@@ -70,6 +70,10 @@ class LaunchPlan:
     gpu_indices: list[int] = field(default_factory=list)
     #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
     draft: dict[str, Any] | None = None
+    #: the launch this replica belongs to and the supervisor incarnation that placed it: what the supervisor judges a
+    #: reported replica by (``core/supervisor/membership.py``); empty in plans saved before they existed
+    launch_id: str = ""
+    incarnation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -66,6 +66,8 @@ class _Replica:
     restarting: bool = False
     checking: bool = False
     last_health: float = 0.0
+    #: the supervisor cancelled the launch (possibly before the process existed): it must not load
+    cancelled: bool = False
 
     def report(self) -> dict[str, Any]:
         """What the supervisor needs to (re)adopt this replica."""
@@ -102,7 +104,7 @@ class WorkerActor(xo.StatelessActor):
             from xinference.core.supervisor import SupervisorActor
 
             self._supervisor = await xo.actor_ref(address=self._supervisor_address, uid=SupervisorActor.default_uid())
-            await self._supervisor.add_worker(self.address, await self.hardware())
+            await self._register([])
             self._tasks.spawn(self._heartbeat(), "heartbeat")
         self._tasks.spawn(self._watch_replicas(), "watch-replicas")
         if self._restore:
@@ -134,8 +136,19 @@ class WorkerActor(xo.StatelessActor):
             except Exception as exc:  # noqa: BLE001 - one replica failing must not stop the others
                 logger.warning("could not relaunch %s: %s", plan.get("replica_uid"), exc)
         if self._supervisor is not None and self._replicas:
-            reports = [r.report() for r in self._replicas.values() if r.facts]
-            await self._tell_supervisor("add_worker", self.address, await self.hardware(), reports)
+            try:
+                await self._register([r.report() for r in self._replicas.values() if r.facts])
+            except Exception as exc:  # noqa: BLE001 - the heartbeat registers again if the supervisor forgot us
+                self._reports.failed(exc)
+
+    async def _register(self, reports: list[dict[str, Any]], hardware: dict[str, Any] | None = None) -> None:
+        """(Re-)register with the supervisor, reporting ``reports``; stop the replicas it says to kill (their model
+        was terminated or relaunched while this worker was away, or has all its replicas elsewhere)."""
+        answer = await self._supervisor.add_worker(self.address, hardware or await self.hardware(), reports)
+        for replica_uid, reason in ((answer or {}).get("kill") or {}).items():
+            logger.warning("the supervisor does not want replica %s any more (%s): stopping it", replica_uid, reason)
+            # in the background: stopping takes seconds, and the heartbeat that registered must go on beating
+            self._tasks.spawn(self._discard(replica_uid, f"the supervisor stopped it: {reason}"), f"kill-{replica_uid}")
 
     async def __pre_destroy__(self) -> None:
         self._tasks.cancel_all()
@@ -148,9 +161,10 @@ class WorkerActor(xo.StatelessActor):
             try:
                 hardware = await self.hardware()
                 if not await self._supervisor.heartbeat(self.address, hardware):
-                    logger.info("the supervisor does not know this worker (restarted?): registering again")
-                    reports = [r.report() for r in self._replicas.values() if not r.restarting and r.facts]
-                    await self._supervisor.add_worker(self.address, hardware, reports)
+                    logger.info("the supervisor does not know this worker (restarted, or declared this worker gone): "
+                                "registering again")
+                    await self._register([r.report() for r in self._replicas.values()
+                                          if not r.restarting and r.facts], hardware)
             except Exception as exc:  # noqa: BLE001 - the supervisor may be down: keep serving, retry next beat
                 self._heartbeats.failed(exc)  # a lasting outage is one WARNING, not one per beat
             else:
@@ -225,7 +239,10 @@ class WorkerActor(xo.StatelessActor):
         )
         replica.address = address
         try:
+            # a cancel that came while the process started (it could not reach a model actor yet) stops it here
+            self._raise_if_cancelled(replica)
             ref = await xo.create_actor(ModelActor, replica.plan, address=address, uid=ModelActor.default_uid())
+            self._raise_if_cancelled(replica)
             replica.facts = await ref.load()
         except LaunchFailed as exc:
             await self._remove_process(replica)
@@ -238,6 +255,11 @@ class WorkerActor(xo.StatelessActor):
             await self._remove_process(replica)
             status = f"exited with code {code}" if code is not None else f"failed ({type(exc).__name__})"
             raise LaunchFailed(self._with_log(f"the model process {status} while loading", replica.log_path)) from None
+
+    @staticmethod
+    def _raise_if_cancelled(replica: _Replica) -> None:
+        if replica.cancelled:
+            raise LaunchFailed(f"the launch of {replica.plan.get('model_uid', replica.replica_uid)!r} was cancelled")
 
     @staticmethod
     def _engine_process(plan: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
@@ -316,21 +338,26 @@ class WorkerActor(xo.StatelessActor):
                 continue
             replica.restarting = False
             logger.info("replica %s restarted at %s", replica.replica_uid, replica.address)
-            await self._tell_supervisor("replica_restarted", self.address, replica.report())
+            answer = await self._tell_supervisor("replica_restarted", self.address, replica.report())
+            reason = answer.get("kill") if isinstance(answer, dict) else None
+            if reason:  # its model was terminated (or relaunched) while it was down: nobody would ever stop it
+                logger.warning("restarted replica %s is not wanted (%s): stopping it", replica.replica_uid, reason)
+                await self._discard(replica.replica_uid, f"the supervisor stopped it: {reason}")
             return
         self._replicas.pop(replica.replica_uid, None)
         await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid,
-                                    f"gave up after {replica.restarts} restart(s)")
+                                    f"gave up after {replica.restarts} restart(s)", True)
 
-    async def _tell_supervisor(self, method: str, *args: Any) -> None:
+    async def _tell_supervisor(self, method: str, *args: Any) -> Any:
         if self._supervisor is None:
-            return
+            return None
         try:
-            await getattr(self._supervisor, method)(*args)
+            answer = await getattr(self._supervisor, method)(*args)
         except Exception as exc:  # noqa: BLE001 - the supervisor may be restarting; it re-adopts on re-register
             self._reports.failed(exc)
-        else:
-            self._reports.succeeded()
+            return None
+        self._reports.succeeded()
+        return answer
 
     async def launch_progress(self, replica_uid: str) -> float:
         """Load progress (0.0-1.0) of a replica being launched here; 0.0 before its model actor exists."""
@@ -359,9 +386,14 @@ class WorkerActor(xo.StatelessActor):
         return status
 
     async def cancel_launch(self, replica_uid: str) -> None:
-        """Ask a loading replica to stop downloading; its ``launch_replica`` then fails as cancelled."""
+        """Ask a loading replica to stop downloading; its ``launch_replica`` then fails as cancelled. A cancel that
+        comes before the replica's process or model actor exists is remembered and stops the launch as soon as
+        they do, before any download."""
         replica = self._replicas.get(replica_uid)
-        if replica is None or not replica.address:
+        if replica is None:
+            return
+        replica.cancelled = True
+        if not replica.address:
             return
         try:
             await (await self._model_ref(replica.address)).cancel_load()
@@ -379,10 +411,11 @@ class WorkerActor(xo.StatelessActor):
 
         return {**await asyncio.to_thread(remove_entry, entry_id), "worker": self.address}
 
-    async def terminate_replica(self, replica_uid: str) -> None:
+    async def terminate_replica(self, replica_uid: str, why: str = "terminated") -> None:
+        """Stop a replica; ``why`` (terminated, scaled down, unloaded...) is what its open streams end with."""
         if replica_uid not in self._replicas:
             raise ModelNotFound(f"replica {replica_uid!r} is not running on this worker")
-        await self._discard(replica_uid)
+        await self._discard(replica_uid, why)
 
     async def usage(self) -> dict[str, Any]:
         """This machine's CPU and GPU use and each replica's process CPU and RSS (``GET /metrics``)."""
@@ -411,9 +444,10 @@ class WorkerActor(xo.StatelessActor):
             except Exception:  # noqa: BLE001 - the supervisor may be gone already
                 logger.debug("could not tell the supervisor this worker leaves")
 
-    async def _discard(self, replica_uid: str) -> None:
+    async def _discard(self, replica_uid: str, why: str = "stopped") -> None:
         replica = self._replicas.pop(replica_uid, None)
         if replica is not None:
+            logger.info("stopping replica %s: %s", replica_uid, why)
             await self._remove_process(replica)
             self._save_state()
 

@@ -39,7 +39,9 @@ async def run_local(
     address = pool.external_address
     worker: Any = None
     try:
-        supervisor: Any = await xo.create_actor(SupervisorActor, address=address, uid=SupervisorActor.default_uid())
+        # autostart grace 0: this worker starts with the supervisor, so no worker can bring models back to adopt
+        supervisor: Any = await xo.create_actor(SupervisorActor, 0.0, address=address,
+                                                uid=SupervisorActor.default_uid())
         worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
         _, serving = await serve_api(address, host, port, log_level)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)

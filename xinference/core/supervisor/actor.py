@@ -15,16 +15,18 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from typing import Any
 
 import xoscar as xo
 
 from xinference import settings
 from xinference.core.background import BackgroundTasks
-from xinference.core.hardware import HardwareInfo
+from xinference.core.ledger import Ledger
 from xinference.core.model_actor import LaunchPlan
-from xinference.core.placement import Placement, parse_gpu_idx, place_replicas, worker_views
+from xinference.core.placement import Placement
 from xinference.core.supervisor.autostart import AutostartMixin
+from xinference.core.supervisor.booking import Booker
 from xinference.core.supervisor.cache import CacheMixin
 from xinference.core.supervisor.catalog import CatalogMixin
 from xinference.core.supervisor.envs import EnvsMixin
@@ -32,6 +34,7 @@ from xinference.core.supervisor.inspect import InspectMixin
 from xinference.core.supervisor.lifecycle import LifecycleMixin, launch_limits
 from xinference.core.supervisor.membership import MembershipMixin
 from xinference.core.supervisor.records import FOLLOWS_REPLICAS, LaunchRequest, ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor.tombstones import Tombstones
 from xinference.core.supervisor.usage import UsageMixin
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
@@ -44,8 +47,7 @@ from xinference.errors import (
 )
 from xinference.model.custom import RegistrationStore
 from xinference.model.draft import plan_draft
-from xinference.model.matcher import choose_engine, match_engine
-from xinference.model.memory import check_fit
+from xinference.model.matcher import choose_engine
 from xinference.model.registry import ModelRegistry, SpecChoice
 from xinference.model.spec import ModelFamily, validate_model_name
 
@@ -58,7 +60,10 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
                       AutostartMixin, UsageMixin, xo.StatelessActor):
     """The cluster's control plane. Created once, in the supervisor's (or ``xinference-local``'s) main pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, autostart_grace: float | None = None) -> None:
+        """``autostart_grace``: seconds after start before autostart launches anything, so that workers that ran
+        the models before a supervisor restart re-register them first (default: two heartbeats and a second;
+        ``xinference-local`` passes 0, its worker starts with the supervisor and runs nothing yet)."""
         super().__init__()
         self._registry = ModelRegistry(store=RegistrationStore(settings.home_dir() / "registrations"))
         self._workers: dict[str, WorkerEntry] = {}
@@ -66,6 +71,16 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         self._version = 0
         self._lock = asyncio.Lock()
         self._background = BackgroundTasks(logger)
+        #: every replica's hold on GPUs and memory, booked before it starts (``core/ledger.py``)
+        self._ledger = Ledger()
+        self._booker = Booker(self._workers, self._ledger)
+        #: this supervisor process's identity: a replica a worker reports from this incarnation whose launch is not
+        #: running any more was terminated or failed here, and is killed
+        self._incarnation = uuid.uuid4().hex
+        self._tombstones = Tombstones(settings.home_dir() / "supervisor" / "tombstones.json")
+        self._started = time.monotonic()
+        self._autostart_grace = (2 * settings.heartbeat_interval() + 1.0) if autostart_grace is None \
+            else autostart_grace
 
     @classmethod
     def default_uid(cls) -> str:
@@ -87,6 +102,7 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
             "models": {uid: [r.info() for r in rec.replicas] for uid, rec in self._models.items()},
             "route_version": self._version,
             "devices": self.devices(),
+            "bookings": self._ledger.snapshot(),
         }
 
     async def model_events(self, model_uid: str) -> list[dict[str, Any]]:
@@ -105,77 +121,70 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         launch = LaunchRequest(**request)
         if launch.replica < 1:
             raise InvalidRequest("replica must be at least 1", param="replica")
-        limits = launch_limits(launch)  # keep_alive, max_queued, queue_timeout (issue 12)
+        limits = launch_limits(launch)
         family = self._registry.get(launch.model_name, launch.model_type)
         choices = self._registry.choices(
             family, launch.model_format, launch.model_size_in_billions, launch.quantization
         )
-        # Placement, the memory check and the uid are decided under the lock, and the record books the launch's
+        await self._booker.refresh(self._booker.candidates(launch, launch.replica))  # bounded, outside the lock
+        # Placement, the memory check and the uid are decided under the lock, and the ledger books the launch's
         # GPUs and memory before the lock is released: overlapping launches see each other's bookings.
         async with self._lock:
-            record = await self._decide(request, launch, limits, family, choices)
+            record, booked = self._decide(request, launch, limits, family, choices)
         record.event("launching", f"{record.model_engine}, {record.choice.spec.model_format} "
                                   f"{record.choice.quantization}, {launch.replica} replica(s)")
-        placements = [placement for placement, _ in record.reserved]
         if not wait_ready:
-            self._background.spawn(self._start_all(record, placements, keep_failed=True),
-                                   f"launch-{record.model_uid}")
+            self._background.spawn(self._start_all(record, booked, keep_failed=True), f"launch-{record.model_uid}")
             return record.info()
-        await self._start_all(record, placements, keep_failed=False)
+        await self._start_all(record, booked, keep_failed=False)
         return record.info()
 
-    async def _decide(self, request: dict[str, Any], launch: LaunchRequest, limits: dict[str, Any],
-                      family: ModelFamily, choices: list[SpecChoice]) -> ModelRecord:
-        """Engine, spec, workers and GPUs of a launch; registers its record (``launching``) with those GPUs and
-        the estimated memory booked. Called under ``self._lock``."""
-        placements = self._place(launch.replica, launch)
-        first = self._workers[placements[0].address]
-        matched = choose_engine(launch.model_engine, choices, self._devices_for(first, placements[0]))
+    def _decide(self, request: dict[str, Any], launch: LaunchRequest, limits: dict[str, Any],
+                family: ModelFamily, choices: list[SpecChoice]) -> tuple[ModelRecord, list[str]]:
+        """Engine, spec, workers and GPUs of a launch; registers its record (``launching``) with its replicas booked
+        in the ledger. Called under ``self._lock``."""
+        placements = self._booker.place(launch.replica, launch)
+        hardware = self._booker.devices_for(placements[0])
+        matched = choose_engine(launch.model_engine, choices, hardware)
         choice = matched.accepted[0]
         engine_cls = get_engine_class(matched.engine)
         # enable_mtp / draft_model_path are launch fields: a draft plan for every replica, not engine options
         launch.engine_kwargs, draft = plan_draft(self._registry, choice, matched.engine, engine_cls.config_class,
                                                  launch.engine_kwargs)
-        needed = engine_cls.gpus_needed(engine_cls.parse_config(launch.engine_kwargs))  # a 400 before any process
-        if (needed and launch.n_gpu == "auto" and launch.gpu_idx is None and first.hardware.gpus
-                and needed != len(placements[0].gpu_indices)):
-            launch.n_gpu = needed  # tensor parallelism: each replica needs that many GPUs of its own
-            placements = self._place(launch.replica, launch)
-            first = self._workers[placements[0].address]
-        for placement in placements[1:]:
-            self._check_engine_fits(matched.engine, choice, placement)
-        if not launch.ignore_memory_check:
-            for address in dict.fromkeys(p.address for p in placements):
-                await self._check_memory(self._workers[address], placements, choice, launch, matched.engine)
+        engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
         uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
-
-        record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
-                             hardware=self._devices_for(first, placements[0]),
-                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
-                                      "draft": draft},
-                             launch=dict(request), limits=limits)
         if uid in self._models:
             hint = "" if launch.model_uid else "; pass model_uid to run another instance"
             raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
-        for placement in placements:
-            devices = self._devices_for(self._workers[placement.address], placement)
-            need = engine_cls.estimate_memory(choice.family, choice.spec, choice.quantization, launch.engine_kwargs,
-                                              devices).total
-            record.reserved.append((placement, need))
+        if self._ledger.of_model(uid):  # a terminated launch of this uid still has a replica loading or stopping
+            raise ModelUnavailable(f"the previous model with uid {uid!r} is still stopping; retry in a moment",
+                                   retry_after=2.0)
+        record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
+                             hardware=hardware,
+                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
+                                      "draft": draft},
+                             launch=dict(request), limits=limits)
+        placements = self._booker.sized(record, launch.replica, launch)
+        record.hardware = self._booker.devices_for(placements[0])
+        booked = self._booker.book(record, placements, check_memory=not launch.ignore_memory_check)
         self._models[uid] = record
         self._changed()
-        return record
+        return record, booked
 
-    async def _start_all(self, record: ModelRecord, placements: list[Placement], keep_failed: bool) -> None:
+    async def _start_all(self, record: ModelRecord, booked: list[str], keep_failed: bool) -> None:
+        """Start the booked replicas one after the other; on any failure (or a terminate meanwhile) stop the ones
+        started and release every booking of the launch."""
         began = time.monotonic()
         try:
-            for index, placement in enumerate(placements):
+            for replica_uid in booked:
                 if record.cancelled:  # terminated (or cancelled) while an earlier replica was starting
                     raise LaunchFailed(f"the launch of {record.model_uid!r} was cancelled")
-                await self._start_replica(record, index, placement)
+                await self._start_replica(record, replica_uid)
         except BaseException as exc:
-            record.reserved.clear()
-            await self._stop_replicas(record)
+            for replica_uid in booked:
+                if not any(r.replica_uid == replica_uid for r in record.replicas):
+                    self._ledger.release(replica_uid)  # never started, or its worker removed it when it failed
+            await self._stop_replicas(record, why="the launch failed")
             reason = exc.message if isinstance(exc, XinferenceError) else type(exc).__name__
             record.event("launch_failed", reason)
             if keep_failed and not record.cancelled and not isinstance(exc, asyncio.CancelledError):
@@ -197,100 +206,44 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
             self._remember_launch(record.model_uid, record.launch, record.model_engine)
         logger.info("model %s ready (%s, %s)", record.model_uid, record.model_engine, record.choice.spec.model_format)
 
-    def _place(self, replicas: int, launch: LaunchRequest) -> list[Placement]:
-        if not self._workers:
-            raise ModelUnavailable("no worker has joined this cluster yet")
-        # started replicas and the ones launches have booked but not started yet, in one pass over the models
-        held = [(r.worker_address, r.gpu_indices) for rec in self._models.values() for r in rec.replicas]
-        held += [(p.address, p.gpu_indices) for rec in self._models.values() for p, _ in rec.reserved]
-        views = worker_views(((w.address, w.hardware) for w in self._workers.values()), held)
-        return place_replicas(views, replicas, launch.n_gpu, launch.worker_ip, parse_gpu_idx(launch.gpu_idx))
-
-    @staticmethod
-    def _devices_for(worker: WorkerEntry, placement: Placement) -> HardwareInfo:
-        """The hardware one replica may use: only the GPUs placement gave it."""
-        gpus = tuple(g for g in worker.hardware.gpus if g.index in placement.gpu_indices)
-        return worker.hardware.model_copy(
-            update={"gpus": gpus, "cuda_available": any(g.vendor == "nvidia" for g in gpus)}
-        )
-
-    def _check_engine_fits(self, engine: str, choice: SpecChoice, placement: Placement) -> None:
-        found = match_engine(engine, [choice], self._devices_for(self._workers[placement.address], placement))
-        if not found.ok:
-            raise InvalidRequest(
-                f"{engine} cannot run a replica on worker {placement.address}: {found.reason()}", param="worker_ip"
-            )
-
-    async def _check_memory(
-        self, worker: WorkerEntry, placements: list[Placement], choice: SpecChoice, launch: LaunchRequest,
-        engine: str,
-    ) -> None:
-        """Refuse a launch whose estimated memory exceeds what the worker has free right now, before any download
-        or process (InvalidRequest with the numbers)."""
-        try:
-            worker.hardware = HardwareInfo.model_validate(await worker.ref.hardware())
-        except Exception as exc:  # noqa: BLE001 - a worker that cannot report keeps its last known numbers
-            logger.warning("worker %s did not report fresh hardware (%s); the memory check uses its last report",
-                           worker.address, exc)
-        mine = [p for p in placements if p.address == worker.address]
-        problem = check_fit(
-            choice.family, choice.spec, choice.quantization, self._devices_for(self._minus_booked(worker), mine[0]),
-            launch.engine_kwargs, len(mine), engine=get_engine_class(engine),
-        )
-        if problem is not None:
-            raise InvalidRequest(problem, param="ignore_memory_check")
-
-    def _minus_booked(self, worker: WorkerEntry) -> WorkerEntry:
-        """``worker`` with the memory booked by launches still loading on it taken off its free memory (their
-        processes do not hold it yet, so the worker's own report does not show it)."""
-        ram = 0
-        vram: dict[int, int] = {}
-        for record in self._models.values():
-            for placement, need in record.reserved:
-                if placement.address != worker.address:
-                    continue
-                if not placement.gpu_indices:
-                    ram += need
-                for index in placement.gpu_indices:
-                    vram[index] = vram.get(index, 0) + need // len(placement.gpu_indices)
-        if not ram and not vram:
-            return worker
-        gpus = tuple(g.model_copy(update={"memory_free_bytes": max(0, g.memory_free_bytes - vram.get(g.index, 0))})
-                     for g in worker.hardware.gpus)
-        hardware = worker.hardware.model_copy(
-            update={"ram_free_bytes": max(0, worker.hardware.ram_free_bytes - ram), "gpus": gpus})
-        return WorkerEntry(worker.address, worker.ref, hardware)
-
-    async def _start_replica(self, record: ModelRecord, index: int, placement: Placement) -> None:
-        worker = self._workers.get(placement.address)
+    async def _start_replica(self, record: ModelRecord, replica_uid: str) -> None:
+        """Start one booked replica on its worker. The booking is released when the start fails (the worker removes
+        what it started) and becomes ``running`` when it serves."""
+        booking = self._ledger.get(replica_uid)
+        if booking is None:  # released meanwhile: its worker was declared gone
+            raise ModelUnavailable(f"the worker chosen for {replica_uid} left the cluster during the launch")
+        worker = self._workers.get(booking.worker)
         if worker is None:
-            raise ModelUnavailable(f"worker {placement.address} left the cluster during the launch")
+            self._ledger.release(replica_uid)
+            raise ModelUnavailable(f"worker {booking.worker} left the cluster during the launch")
         choice = record.choice
+        placement = Placement(booking.worker, booking.gpus)
         plan = LaunchPlan(
             model_uid=record.model_uid,
-            replica_uid=f"{record.model_uid}-{index}",
+            replica_uid=replica_uid,
             model_engine=record.model_engine,
             family=choice.family.model_dump(mode="json"),
             spec=choice.spec.model_dump(mode="json"),
             quantization=choice.quantization,
             engine_config=dict(record.engine_kwargs),
-            hardware=self._devices_for(worker, placement).model_dump(mode="json"),
-            gpu_indices=list(placement.gpu_indices),
+            hardware=self._booker.devices_for(placement).model_dump(mode="json"),
+            gpu_indices=list(booking.gpus),
+            launch_id=record.launch_id,
+            incarnation=self._incarnation,
             **record.sources,
         )
-        record.pending = (worker.address, plan.replica_uid)
-        record.next_index = max(record.next_index, index + 1)
+        record.pending = (worker.address, replica_uid)
         try:
-            facts = await worker.ref.launch_replica(plan.to_dict())
+            # no time limit (a download may take hours), but a worker declared gone ends the wait
+            facts = await worker.call("launch_replica", plan.to_dict(), timeout=None)
+        except BaseException:
+            self._ledger.release(replica_uid)
+            raise
         finally:
             record.pending = None
-            booked = [i for i, (p, _) in enumerate(record.reserved) if p == placement]
-            if booked:  # started or failed: from now on the replica itself (or nothing) holds the GPUs and memory
-                del record.reserved[booked[0]]
-        record.replicas.append(
-            Replica(plan.replica_uid, worker.address, facts["address"], facts.get("pid"), placement.gpu_indices)
-        )
-        record.event("replica_started", f"{plan.replica_uid} on {worker.address}")
+        self._ledger.mark(replica_uid, "running")
+        record.replicas.append(Replica(replica_uid, worker.address, facts["address"], facts.get("pid"), booking.gpus))
+        record.event("replica_started", f"{replica_uid} on {worker.address}")
         if record.cancelled:
             raise LaunchFailed(f"the launch of {record.model_uid!r} was cancelled")
         record.engine_config = facts.get("engine_config", {})
@@ -298,24 +251,32 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
     # -- scaling -----------------------------------------------------------------------------------------------
     async def add_replicas(self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto",
                            worker_ip: str | None = None) -> dict[str, Any]:
-        """Start ``count`` more replicas of a running model, placed like a launch (fewest replicas first)."""
+        """Start ``count`` more replicas of a running model, placed, checked and booked like a launch's."""
         record = self._get(model_uid)
-        if record.status not in FOLLOWS_REPLICAS:
-            raise InvalidRequest(f"model {model_uid!r} is {record.status}; only a serving model gets more replicas",
-                                 param="model_uid")
         if count < 1:
             raise InvalidRequest("replica must be at least 1", param="replica")
-        placements = self._place(count, LaunchRequest(model_name=record.choice.family.model_name, n_gpu=n_gpu,
-                                                      worker_ip=worker_ip))
-        for placement in placements:
-            self._check_engine_fits(record.model_engine, record.choice, placement)
+        launch = LaunchRequest(model_name=record.choice.family.model_name, n_gpu=n_gpu, worker_ip=worker_ip)
+        await self._booker.refresh(self._booker.candidates(launch, count))
+        async with self._lock:
+            if self._models.get(model_uid) is not record:
+                raise ModelNotFound(f"model {model_uid!r} was terminated meanwhile", param="model_uid")
+            if record.status not in FOLLOWS_REPLICAS:
+                raise InvalidRequest(f"model {model_uid!r} is {record.status}; only a serving model gets more "
+                                     "replicas", param="model_uid")
+            placements = self._booker.sized(record, count, launch)
+            booked = self._booker.book(record, placements,
+                                       check_memory=not record.launch.get("ignore_memory_check", False))
         started = []
-        for placement in placements:
-            await self._start_replica(record, record.next_index, placement)
-            record.replica += 1
-            started.append(record.replicas[-1].info())
-            self._changed()
-        record.refresh_status()
+        try:
+            for replica_uid in booked:
+                await self._start_replica(record, replica_uid)
+                record.replica += 1
+                started.append(record.replicas[-1].info())
+                self._changed()
+        finally:
+            for replica_uid in booked[len(started):]:
+                self._ledger.release(replica_uid)
+            record.refresh_status()
         return {"model_uid": model_uid, "replica": record.replica, "replicas": started}
 
     async def remove_replica(self, model_uid: str, replica_id: int) -> int:
@@ -329,13 +290,8 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
                                 param="replica_id")
         if len(record.replicas) == 1:
             raise InvalidRequest(f"{replica_uid} is the last replica; terminate the model instead", param="replica_id")
-        record.replicas.remove(target)
         record.replica -= 1
-        self._changed()
-        worker = self._workers.get(target.worker_address)
-        if worker is not None:
-            with contextlib.suppress(XinferenceError):
-                await worker.ref.terminate_replica(replica_uid)
+        await self._stop_replicas(record, [target], why="scaled down")
         record.event("replica_removed", f"{replica_uid} on {target.worker_address}")
         return len(record.replicas)
 
@@ -349,7 +305,8 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
             with contextlib.suppress(XinferenceError):
-                current = float(await worker.ref.launch_progress(pending[1]))
+                current = float(await worker.call("launch_progress", pending[1],
+                                                  timeout=settings.worker_call_timeout()))
         return min((len(record.replicas) + current) / max(record.replica, 1), 1.0)
 
     async def cancel_launch(self, model_uid: str) -> None:
@@ -359,11 +316,19 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
             raise InvalidRequest(f"model {model_uid!r} is already {record.status}; terminate it instead",
                                  param="model_uid")
         record.cancelled = True
+        await self._cancel_pending(record)
+        logger.info("launch of %s cancelled", model_uid)
+
+    async def _cancel_pending(self, record: ModelRecord) -> None:
+        """Tell the worker of the replica being started to stop it (it remembers the cancel when the replica's
+        process does not exist yet). Its launch then fails and releases what it booked."""
         pending = record.pending
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
-            await worker.ref.cancel_launch(pending[1])
-        logger.info("launch of %s cancelled", model_uid)
+            try:
+                await worker.call("cancel_launch", pending[1], timeout=settings.worker_call_timeout())
+            except (XinferenceError, xo.ServerClosed, ConnectionError, OSError) as exc:
+                logger.warning("could not tell worker %s to cancel %s: %s", worker.address, pending[1], exc)
 
     # -- terminating -------------------------------------------------------------------------------------------
     async def terminate_model(self, model_uid: str) -> None:
@@ -372,33 +337,42 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         if record is None:
             raise ModelNotFound(f"model {model_uid!r} is not running", param="model_uid")
         self._changed()
+        self._tombstones.add(record.launch_id, model_uid)  # a replica reported later is killed, not adopted
         if record.status == "launching":
-            # its launch is still starting replicas: make it stop and take back what it started
+            # its launch is still starting replicas: make it stop; it releases what it booked as it ends
             record.cancelled = True
-            record.reserved.clear()
-            pending = record.pending
-            worker = self._workers.get(pending[0]) if pending else None
-            if pending and worker is not None:
-                with contextlib.suppress(XinferenceError, xo.ServerClosed, ConnectionError, OSError):
-                    await worker.ref.cancel_launch(pending[1])
+            await self._cancel_pending(record)
         if not getattr(self, "_closing", False):
             self._forget_autostart(model_uid)  # terminated on purpose: it does not come back after a restart
-        await self._stop_replicas(record)
+        await self._stop_replicas(record, why="terminated")
         logger.info("model %s terminated", model_uid)
 
-    async def _stop_replicas(self, record: ModelRecord) -> None:
-        for replica in list(record.replicas):
-            worker = self._workers.get(replica.worker_address)
-            if worker is None:
-                continue
-            try:
-                await worker.ref.terminate_replica(replica.replica_uid)
-            except XinferenceError:
-                logger.warning("replica %s was already gone", replica.replica_uid)
-            except (xo.ServerClosed, ConnectionError, OSError):
-                logger.warning("worker %s is unreachable; replica %s not stopped", worker.address,
-                               replica.replica_uid)
-        record.replicas.clear()
+    async def _stop_replicas(self, record: ModelRecord, replicas: list[Replica] | None = None,
+                             why: str = "stopped") -> None:
+        """Stop ``replicas`` (default: all of the record's), each on its worker, all at once and each bounded. A
+        replica leaves the record at once; its booking is released once its worker confirms it is gone. One whose
+        worker did not answer stays booked (``stopping``): its process may still hold its GPUs, until the worker
+        is declared gone or re-registers (and is told to kill it)."""
+        targets = list(record.replicas if replicas is None else replicas)
+        record.replicas = [r for r in record.replicas if r not in targets]
+        for replica in targets:
+            self._ledger.mark(replica.replica_uid, "stopping")
+        await asyncio.gather(*(self._stop_replica(replica, why) for replica in targets))
+
+    async def _stop_replica(self, replica: Replica, why: str) -> None:
+        worker = self._workers.get(replica.worker_address)
+        if worker is None:  # its worker is gone: what it held was released with it
+            self._ledger.release(replica.replica_uid)
+            return
+        try:
+            await worker.call("terminate_replica", replica.replica_uid, why, timeout=settings.worker_call_timeout())
+        except ModelNotFound:
+            logger.warning("replica %s was already gone", replica.replica_uid)
+        except (XinferenceError, xo.ServerClosed, ConnectionError, OSError) as exc:
+            logger.warning("worker %s did not stop replica %s (%s); it stays booked until the worker answers or is "
+                           "declared gone", worker.address, replica.replica_uid, exc)
+            return
+        self._ledger.release(replica.replica_uid)
 
     async def shutdown(self) -> None:
         """Terminate every model (orderly shutdown of the whole cluster)."""

@@ -4,7 +4,8 @@ back, with their uid and options, after ``xinference-local`` or the cluster's su
 Every launch that reached ``ready`` is remembered in ``XINFERENCE_HOME/launch_history.json`` (the newest
 ``MAX_HISTORY``, written atomically): its uid, the launch request as given, when, and whether it autostarts.
 Terminating a model turns its autostart off; stopping the server does not. When a worker joins, the supervisor
-launches every autostart entry that is not running yet (a failure is logged, kept in the history, and tried
+(after a grace of two heartbeats from its own start, so that workers still running the models re-register them
+first) launches every autostart entry that is not running yet (a failure is logged, kept in the history, and tried
 again when the next worker joins). ``GET /v1/launch_history`` lists the entries.
 
 The file is read and written on one thread of its own, never on the supervisor's event loop (a rewrite took
@@ -190,6 +191,13 @@ class AutostartMixin:
 
     async def _autostart(self, lock: asyncio.Lock) -> None:
         async with lock:
+            # after a supervisor restart, the workers that still run the models re-register them within a
+            # heartbeat or two: launching before that would start a second copy of each
+            started: float = self._started  # type: ignore[attr-defined]
+            grace: float = self._autostart_grace  # type: ignore[attr-defined]
+            wait = started + grace - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
             for entry in await self._history_entries():
                 if not entry.get("autostart") or entry["model_uid"] in self._models:
                     continue

@@ -14,8 +14,9 @@ from typing import Any
 
 from xinference import settings
 from xinference.core.keepalive import describe_keep_alive, parse_keep_alive
+from xinference.core.supervisor.booking import Booker
 from xinference.core.supervisor.records import LaunchRequest, ModelRecord
-from xinference.errors import InvalidRequest, ModelNotFound, ModelUnavailable
+from xinference.errors import InvalidRequest, ModelNotFound, ModelUnavailable, XinferenceError
 
 __all__ = ["LifecycleMixin", "launch_limits"]
 
@@ -35,7 +36,8 @@ def launch_limits(launch: LaunchRequest) -> dict[str, Any]:
 
 
 class LifecycleMixin:
-    """Needs SupervisorActor's ``_models``, ``_get``, ``_place``, ``_start_all``, ``_stop_replicas``, ``_changed``."""
+    """Needs SupervisorActor's ``_models``, ``_get``, ``_booker``, ``_lock``, ``_start_all``, ``_stop_replicas``,
+    ``_changed``."""
 
     _models: dict[str, ModelRecord]
 
@@ -54,7 +56,7 @@ class LifecycleMixin:
                                  param="model_uid")
         record.status = "unloading"
         self._changed()  # type: ignore[attr-defined]
-        await self._stop_replicas(record)  # type: ignore[attr-defined]
+        await self._stop_replicas(record, why=f"unloaded ({why})")  # type: ignore[attr-defined]
         record.status = "unloaded"
         record.event("unloaded", why)
         self._changed()  # type: ignore[attr-defined]
@@ -90,15 +92,22 @@ class LifecycleMixin:
         return info
 
     async def _reload(self, record: ModelRecord) -> None:
+        """Place, check and book the replicas again exactly as a launch does (the same lock, memory check,
+        tensor-parallel sizing and ledger), then start them."""
         launch = LaunchRequest(**record.launch) if record.launch else LaunchRequest(
             model_name=record.choice.family.model_name, model_type=record.choice.family.model_type)
         record.status = "launching"
         record.event("loading", "a request named the unloaded model")
         self._changed()  # type: ignore[attr-defined]
+        booker: Booker = self._booker  # type: ignore[attr-defined]
         try:
-            placements = self._place(record.replica, launch)  # type: ignore[attr-defined]
-        except Exception:
+            await booker.refresh(booker.candidates(launch, record.replica))
+            async with self._lock:  # type: ignore[attr-defined]
+                placements = booker.sized(record, record.replica, launch)
+                booked = booker.book(record, placements, check_memory=not launch.ignore_memory_check)
+        except Exception as exc:
             record.status = "unloaded"
+            record.event("load_failed", exc.message if isinstance(exc, XinferenceError) else type(exc).__name__)
             self._changed()  # type: ignore[attr-defined]
             raise
-        await self._start_all(record, placements, keep_failed=True)  # type: ignore[attr-defined]
+        await self._start_all(record, booked, keep_failed=True)  # type: ignore[attr-defined]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 from xinference.core.admission import slots_of
 from xinference.core.hardware import HardwareInfo
 from xinference.core.launch_request import LaunchRequest
-from xinference.core.placement import Placement
+from xinference.errors import ModelUnavailable
 from xinference.model.registry import SpecChoice
 
 __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
@@ -38,13 +40,34 @@ class Replica:
 
 @dataclass
 class WorkerEntry:
-    """A worker as the supervisor knows it; ``last_seen`` moves with every heartbeat."""
+    """A worker as the supervisor knows it; ``last_seen`` moves with every heartbeat, ``gone`` is set when the
+    supervisor forgets it (silent too long, or it left)."""
 
     address: str
     ref: Any
     hardware: HardwareInfo
     last_seen: float = field(default_factory=time.monotonic)
     joined: float = field(default_factory=time.time)
+    gone: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def call(self, method: str, *args: Any, timeout: float | None) -> Any:
+        """``ref.<method>(*args)``, ended with ModelUnavailable when the worker does not answer within ``timeout``
+        seconds (None: no time limit, for a launch that may download for hours) or is declared gone meanwhile (its
+        heartbeats stopped: a host lost without a connection reset never answers)."""
+        call = asyncio.ensure_future(getattr(self.ref, method)(*args))
+        gone = asyncio.ensure_future(self.gone.wait())
+        try:
+            done, _ = await asyncio.wait({call, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            gone.cancel()
+        if call in done:
+            return call.result()
+        call.cancel()
+        why = "left the cluster" if gone in done else f"did not answer {method} within {timeout:g} s"
+        raise ModelUnavailable(f"worker {self.address} {why}", retry_after=5.0)
 
     def info(self) -> dict[str, Any]:
         return {
@@ -74,10 +97,11 @@ class ModelRecord:
     sources: dict[str, Any] = field(default_factory=dict)
     #: (worker address, replica uid) of the replica being started right now; set while launching.
     pending: tuple[str, str] | None = None
-    #: (placement, estimated bytes) of replicas a launch has placed but not started yet: counted by placement and
-    #: memory checks of overlapping launches
-    reserved: list[tuple[Placement, int]] = field(default_factory=list)
     cancelled: bool = False
+    #: this launch's identity: its replicas carry it, so a worker that reports a replica after a partition or a
+    #: supervisor restart is told to keep it only when it belongs to the launch that holds the uid now. A reload
+    #: after a keep-alive unload is the same launch.
+    launch_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: index of the next replica started (replica uids are ``<uid>-<index>`` and never reused)
     next_index: int = 0
     #: the launch request as given (re-placing replicas after a keep-alive unload, autostart after a restart)
