@@ -124,3 +124,55 @@ def test_without_the_table_the_pid_decides_and_a_warning_says_so_once(caplog: py
         assert watch.exit_code("sub:3", child.pid) == 3  # our child ended: its code, and it is reaped
         assert watch.exit_code("sub:3", child.pid) == UNKNOWN_EXIT  # gone now
     assert len(caplog.records) == 1 and "no sub_processes table" in caplog.records[0].getMessage()
+
+
+class _StartingPool:
+    """A main pool whose new sub pool takes until ``started`` is set (a process starting, Python importing)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.appending = asyncio.Event()
+        self.removed: list[str] = []
+        self.sub_processes: dict[str, Any] = {}
+
+    async def append_sub_pool(self, **_: Any) -> str:
+        self.appending.set()
+        await self.started.wait()
+        return "sub:9"
+
+    async def remove_sub_pool(self, address: str, timeout: float, force: bool) -> None:
+        self.removed.append(address)
+
+
+def test_a_cancel_before_the_model_process_exists_stops_the_launch(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """A cancel that came while the replica's process was still starting found no model actor and was dropped:
+    the model actor was created and its load (the download) ran on."""
+    monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
+    pool = _StartingPool()
+    worker = WorkerActor(main_pool=pool)
+    created: list[str] = []
+
+    async def create_actor(*args: Any, **kwargs: Any) -> Any:
+        created.append(kwargs["address"])
+        raise AssertionError("the model actor must not be created after a cancel")
+
+    monkeypatch.setattr(worker_module.xo, "create_actor", create_actor)
+    plan = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "llama.cpp", "family": {}, "spec": {},
+            "quantization": "Q4_0", "engine_config": {}, "hardware": linux().model_dump(mode="json")}
+
+    async def scenario() -> BaseException | None:
+        launch = asyncio.create_task(worker.launch_replica(plan))
+        await pool.appending.wait()
+        await worker.cancel_launch("m-0")
+        pool.started.set()
+        try:
+            await launch
+        except Exception as exc:  # noqa: BLE001 - the outcome under test
+            return exc
+        return None
+
+    outcome = asyncio.run(scenario())
+    assert outcome is not None and "was cancelled" in str(outcome)
+    assert created == [] and pool.removed == ["sub:9"]
+    assert worker._replicas == {}
