@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xinference import settings
 from xinference.errors import InvalidRequest, ModelNotFound
 
 __all__ = ["CacheMixin"]
@@ -17,7 +18,7 @@ class CacheMixin:
     async def list_cache(self, model_name: str | None = None) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         for worker in list(self._workers.values()):
-            entries.extend(await worker.ref.list_cache(model_name))
+            entries.extend(await worker.call("list_cache", model_name, timeout=settings.worker_call_timeout()))
         return entries
 
     async def remove_cache(
@@ -31,10 +32,11 @@ class CacheMixin:
             raise ModelNotFound(f"no worker {worker!r} in this cluster", param="worker")
         removed: list[dict[str, Any]] = []
         for target in targets:
-            ids = [entry_id] if entry_id else [e["id"] for e in await target.ref.list_cache(model_name)]
+            ids = [entry_id] if entry_id else [e["id"] for e in await target.call("list_cache", model_name,
+                                                                          timeout=settings.worker_call_timeout())]
             for one in ids:
                 try:
-                    removed.append(await target.ref.remove_cache(one))
+                    removed.append(await target.call("remove_cache", one, timeout=None))
                 except ModelNotFound:
                     if len(targets) == 1:
                         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xinference import settings
 from xinference.engines.registry import resolve_engine_name
 from xinference.errors import ModelNotFound, ModelUnavailable
 
@@ -28,7 +29,8 @@ class EnvsMixin:
                              ) -> list[dict[str, Any]]:
         """Start installing ``engine`` on every worker (or the one named); returns each worker's status at once."""
         name = resolve_engine_name(engine)
-        return [await w.ref.install_engine(name, force) for w in self._env_targets(worker)]
+        timeout = settings.worker_call_timeout()
+        return [await w.call("install_engine", name, force, timeout=timeout) for w in self._env_targets(worker)]
 
     async def engine_env_status(self, engine: str, worker: str | None = None) -> list[dict[str, Any]]:
         """Each worker's install progress and state for ``engine``. Once an install is over, the worker's fresh
@@ -36,7 +38,7 @@ class EnvsMixin:
         name = resolve_engine_name(engine)
         statuses = []
         for target in self._env_targets(worker):
-            status = await target.ref.engine_env(name)
+            status = await target.call("engine_env", name, timeout=settings.worker_call_timeout())
             if not status["installing"]:
                 await self._refresh_worker_hardware(target)
             statuses.append(status)
@@ -46,11 +48,12 @@ class EnvsMixin:
         name = resolve_engine_name(engine)
         results = []
         for target in self._env_targets(worker):
-            results.append(await target.ref.uninstall_engine(name))
+            results.append(await target.call("uninstall_engine", name, timeout=None))
             await self._refresh_worker_hardware(target)
         return results
 
     async def _refresh_worker_hardware(self, worker: Any) -> None:
         from xinference.core.hardware import HardwareInfo
 
-        worker.hardware = HardwareInfo.model_validate(await worker.ref.hardware())
+        report = await worker.call("hardware", timeout=settings.worker_call_timeout())
+        worker.hardware = HardwareInfo.model_validate(report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from xinference import settings
 from xinference.errors import InvalidRequest, ModelNotFound, XinferenceError
 
 __all__ = ["InspectMixin"]
@@ -50,7 +51,8 @@ class InspectMixin:
         worker = self._workers.get(address)
         if worker is None:
             raise ModelNotFound(f"the worker of replica {replica_uid!r} is gone", param="replica")
-        piece: dict[str, Any] = await worker.ref.read_log(replica_uid, tail, since)
+        piece: dict[str, Any] = await worker.call("read_log", replica_uid, tail, since,
+                                                        timeout=settings.worker_call_timeout())
         return {"model_uid": model_uid, "replica_uid": replica_uid, "worker": address, "replicas": names, **piece}
 
     async def launch_status(self, model_uid: str) -> dict[str, Any]:
@@ -68,7 +70,7 @@ class InspectMixin:
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
             with contextlib.suppress(XinferenceError):
-                status.update(await worker.ref.launch_status(pending[1]))
+                status.update(await worker.call("launch_status", pending[1], timeout=settings.worker_call_timeout()))
                 status["replica_uid"] = pending[1]
         return status
 
