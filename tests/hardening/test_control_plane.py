@@ -169,7 +169,7 @@ def test_a_terminated_launch_keeps_its_gpu_until_its_process_is_gone(run: Any) -
         await supervisor.terminate_model("a")
         launch = await _settled(supervisor.launch_model({**QWEN, "model_uid": "b", "n_gpu": 1}, wait_ready=False))
         assert isinstance(launch, InvalidRequest) and "free GPU" in launch.message
-        again = await _settled(supervisor.launch_model({**QWEN, "model_uid": "a", "n_gpu": 1}, wait_ready=False))
+        again = await _settled(supervisor.launch_model({**QWEN, "model_uid": "a", "n_gpu": None}, wait_ready=False))
         assert "still stopping" in again.message  # the same uid waits for its old replica to be gone
         await worker.open_gate()
         for _ in range(100):  # the cancelled launch stops what it started, then the GPU is free

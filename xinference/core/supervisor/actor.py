@@ -143,13 +143,6 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
                 family: ModelFamily, choices: list[SpecChoice]) -> tuple[ModelRecord, list[str]]:
         """Engine, spec, workers and GPUs of a launch; registers its record (``launching``) with its replicas booked
         in the ledger. Called under ``self._lock``."""
-        uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
-        if uid in self._models:
-            hint = "" if launch.model_uid else "; pass model_uid to run another instance"
-            raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
-        if self._ledger.of_model(uid):  # a terminated launch of this uid still has a replica loading or stopping
-            raise ModelUnavailable(f"the previous model with uid {uid!r} is still stopping; retry in a moment",
-                                   retry_after=2.0)
         placements = self._booker.place(launch.replica, launch)
         hardware = self._booker.devices_for(placements[0])
         matched = choose_engine(launch.model_engine, choices, hardware)
@@ -159,6 +152,14 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         launch.engine_kwargs, draft = plan_draft(self._registry, choice, matched.engine, engine_cls.config_class,
                                                  launch.engine_kwargs)
         engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
+        # what is wrong with the request itself comes first (above); then whether its uid is free
+        uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
+        if uid in self._models:
+            hint = "" if launch.model_uid else "; pass model_uid to run another instance"
+            raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
+        if self._ledger.of_model(uid):  # a terminated launch of this uid still has a replica loading or stopping
+            raise ModelUnavailable(f"the previous model with uid {uid!r} is still stopping; retry in a moment",
+                                   retry_after=2.0)
         record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
                              hardware=hardware,
                              sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
