@@ -21,6 +21,7 @@ xoscar actor calls unchanged.
     ├── TooManyRequests                  429  rate_limit_error (Retry-After)
     ├── ModelUnavailable                 503  service_unavailable
     │   ├── ReplicaUnreachable           503  (code: replica_unreachable)
+    │   ├── RequestInterrupted           503  (code: request_interrupted)
     │   └── ModelLoadTimeout             503  (code: model_loading, Retry-After)
     └── EngineError                      500  engine_error
 
@@ -44,6 +45,7 @@ __all__ = [
     "ModelNotFound",
     "ModelUnavailable",
     "ReplicaUnreachable",
+    "RequestInterrupted",
     "ResponseNotFound",
     "TooManyRequests",
     "UnsupportedOption",
@@ -187,6 +189,15 @@ class ReplicaUnreachable(ModelUnavailable):
     """Raised when a replica's process cannot be reached (it or its worker died); another replica may serve."""
 
     code = "replica_unreachable"
+
+
+class RequestInterrupted(ModelUnavailable):
+    """Raised when the platform itself ended a request it was serving: the model was unloaded, its replica was
+    removed or restarted, or its stream went unread. The message says which. A stream already under way gets it as
+    its closing error event (never a plain end that passes half an answer off as whole); a whole response gets a
+    503. Sending the request again may be served by another replica or by the reloaded model."""
+
+    code = "request_interrupted"
 
 
 class EngineError(XinferenceError):

@@ -34,7 +34,9 @@ __all__ = [
     "model_src",
     "queue_timeout",
     "responses_store_limits",
+    "stale_stream_seconds",
     "stream_interval",
+    "stream_pull_timeout",
     "torch_cpu_index_url",
     "worker_timeout",
 ]
@@ -194,6 +196,21 @@ def busy_stream_interval() -> float:
         return max(0.0, float(os.environ.get("XINFERENCE_BUSY_STREAM_INTERVAL_MS", "40"))) / 1000.0
     except ValueError:
         return 0.040
+
+
+def stream_pull_timeout() -> float:
+    """``XINFERENCE_STREAM_PULL_TIMEOUT`` (default 30 s): how long the API waits for one round of a replica's
+    streamed chunks before it ends that round's streams with an error and frees their admission slots (a host
+    lost without a connection reset, a frozen model process). A live replica answers every round within a third
+    of it, even while it prefills a long prompt: the API asks it for an empty round after at most
+    ``min(10 s, timeout / 3)``. 30 s leaves 20 s beyond that for an event loop stalled by a busy host."""
+    return _seconds("XINFERENCE_STREAM_PULL_TIMEOUT", 30.0)
+
+
+def stale_stream_seconds() -> float:
+    """``XINFERENCE_STALE_STREAM_SECONDS`` (default 120): a model process ends, with an error, a stream that the API
+    has not read for this long (its API process froze or went away), so the engine stops generating for nobody."""
+    return _seconds("XINFERENCE_STALE_STREAM_SECONDS", 120.0)
 
 
 # -- operations (issue 12): keep-alive, admission control, metrics --------------------------------------------------

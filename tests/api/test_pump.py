@@ -54,7 +54,8 @@ class SteppedModelActor:
         self.ended.add(stream_id)
         self._moved.set()
 
-    async def pull_many(self, stream_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], bool, Any]]:
+    async def pull_many(self, stream_ids: list[str],
+                        max_wait: float | None = None) -> dict[str, tuple[list[dict[str, Any]], bool, Any]]:
         self.calls.append(list(stream_ids))
         while True:
             out: dict[str, tuple[list[dict[str, Any]], bool, Any]] = {}
@@ -212,7 +213,7 @@ def test_a_round_that_fails_as_a_whole_ends_its_streams_with_a_503(broken: Excep
     async def scenario() -> list[BaseException | None]:
         actor = SteppedModelActor()
 
-        async def unreachable(stream_ids: list[str]) -> Any:
+        async def unreachable(stream_ids: list[str], max_wait: float | None = None) -> Any:
             raise broken
 
         actor.pull_many = unreachable  # type: ignore[method-assign]

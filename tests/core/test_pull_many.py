@@ -112,10 +112,9 @@ def test_a_failing_stream_ends_alone() -> None:
         engine.streams[0].finish(EngineError("the engine crashed on this request"))
         engine.streams[1].push(_token("fine"))
         first = await actor.pull_many(ids)
-        assert first[ids[0]][:2] == ([_token("last words")], False) and first[ids[1]][2] is None
-        second = await actor.pull_many([ids[0]])  # the error comes after the chunks before it
-        chunks, done, error = second[ids[0]]
-        assert chunks == [] and done and isinstance(error, EngineError)
+        chunks, done, error = first[ids[0]]  # the chunks before the error, then the error, in the same round
+        assert chunks == [_token("last words")] and done and isinstance(error, EngineError)
+        assert first[ids[1]] == ([_token("fine")], False, None)
         assert ids[0] not in actor._streams and ids[1] in actor._streams
         engine.streams[1].push(_token("still"))
         assert (await actor.pull_many([ids[1]]))[ids[1]] == ([_token("still")], False, None)

@@ -6,7 +6,12 @@ calls ``pull_many`` with every stream it has open here and gets every chunk prod
 the per-message cost of a cross-process call is paid per round, shared by all streams, not per token and stream.
 A round returns as soon as one stream has output; when several streams were producing, it waits a few
 milliseconds more for the others (they decode in the same engine step) so that one message carries them all.
-A stream that nobody pulls for ``STALE_STREAM_SECONDS`` (its client vanished with the API) is aborted.
+A stream that nobody pulls for ``XINFERENCE_STALE_STREAM_SECONDS`` (its API process froze or vanished) is ended.
+
+The platform never ends a request silently: when it stops a replica (``stop_serving``, ``unload``, the actor's
+destruction) or the reaper takes a stream, every open stream ends with a :class:`RequestInterrupted` naming why,
+after the chunks it already produced, and a whole response in flight fails with it (503) instead of returning
+what the engine had made so far.
 
 Rounds are also spaced by the stream interval: none while the host has CPU to spare (every token goes out at
 once), ``XINFERENCE_BUSY_STREAM_INTERVAL_MS`` while the engine keeps every core busy, so that the relay does not
@@ -23,7 +28,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
@@ -31,22 +36,35 @@ from xinference import settings
 from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.load_progress import LoadProgress
 from xinference.engines.base import ChunkStream, Engine, wait_any
-from xinference.errors import EngineError, LaunchFailed, ModelUnavailable, WrongModelType, XinferenceError
+from xinference.errors import (
+    EngineError,
+    LaunchFailed,
+    ModelUnavailable,
+    ReplicaUnreachable,
+    RequestInterrupted,
+    WrongModelType,
+    XinferenceError,
+)
 
 __all__ = ["GATHER_WINDOW_SECONDS", "PULL_WAIT_SECONDS", "STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor", "Pulled"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
+#: the default of ``XINFERENCE_STALE_STREAM_SECONDS`` (see :func:`xinference.settings.stale_stream_seconds`)
 STALE_STREAM_SECONDS = 120.0
 #: How long a round of ``pull_many`` waits, once one stream has output, for the other streams that produced in the
 #: previous round (the engine decodes them in the same step; their chunks arrive within about a millisecond)
 GATHER_WINDOW_SECONDS = 0.004
-#: A ``pull_many`` with nothing to hand out returns empty after this long, so its caller can look at its streams
+#: A ``pull_many`` with nothing to hand out returns empty after this long (or after the shorter wait its caller
+#: asks for), so its caller can look at its streams and knows the replica is alive even during a long prefill
 PULL_WAIT_SECONDS = 10.0
 #: One stream's share of a ``pull_many`` round: its new chunks, whether it ended, and the error that ended it
 Pulled = tuple[list[dict[str, Any]], bool, XinferenceError | None]
-#: How many reaped stream ids are remembered, so that a late pull gets an error rather than a clean end
-_REAPED_MEMORY = 256
+#: How many stream ids ended by the platform are remembered, so that a late pull gets their error, not a clean end
+_ENDED_MEMORY = 256
+#: How long a stopping replica lets the pull rounds in flight hand their streams' errors over before it goes
+_ANSWER_GRACE_SECONDS = 1.0
 #: Environment variable the worker sets for the subprocess: where its stdout/stderr (engine output too) go.
 LOG_ENV = "XINFERENCE_MODEL_LOG"
 
@@ -131,8 +149,19 @@ class ModelActor(xo.StatelessActor):
         self._plan = LaunchPlan(**plan)
         self._engine: Engine | None = None
         self._streams: dict[str, _OpenStream] = {}
-        #: ids of streams the reaper aborted (oldest first, bounded)
-        self._reaped: dict[str, None] = {}
+        #: streams still waiting for their first chunks in ``open_stream`` (not yet in ``_streams``)
+        self._opening: set[ChunkStream] = set()
+        #: streams the platform ended (reaper, stop) and why (oldest first, bounded)
+        self._ended: dict[str, XinferenceError] = {}
+        #: why this replica stops serving, once ``stop_serving`` (or ``unload``) was called
+        self._stopping: RequestInterrupted | None = None
+        #: whole-response engine calls in flight (``chat``, ``completions``, ...): a stop fails them with its reason
+        self._calls: set[asyncio.Future[Any]] = set()
+        #: ``pull_many`` rounds in flight
+        self._pulls = 0
+        #: the engine's last failed health check (the worker restarts such a replica)
+        self._unhealthy: str | None = None
+        self._stale_seconds = settings.stale_stream_seconds()
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._orphan_check: asyncio.Task[None] | None = None
@@ -238,40 +267,109 @@ class ModelActor(xo.StatelessActor):
         """Stop a ``load`` that is still downloading: it raises LaunchFailed ("... was cancelled")."""
         self._load_cancel.set()
 
-    async def unload(self) -> None:
-        for entry in self._streams.values():
-            entry.stream.cancel()
-        self._streams.clear()
+    async def stop_serving(self, reason: str) -> int:
+        """End every request this replica serves with ``RequestInterrupted(reason)``; returns how many it ended.
+
+        Whoever stops a replica calls this first and says why ("model X was unloaded", "replica X was removed
+        (scale-down)", "replica X is restarting after a failed health check"): open streams end with that error
+        after the chunks they already produced, whole responses in flight fail with it (503), and requests that
+        arrive afterwards get a ReplicaUnreachable, which the API retries on another replica. Only the first
+        reason counts. Destroying the actor without it still ends everything, with a reason of its own."""
+        if self._stopping is None:
+            self._stopping = RequestInterrupted(reason)
+        error = self._stopping
+        streams, self._streams = self._streams, {}
+        for stream_id, entry in streams.items():
+            entry.stream.cancel(error)
+            self._remember(stream_id, error)
+        for stream in self._opening:
+            stream.cancel(error)
+        calls = [call for call in self._calls if not call.done()]
+        for call in calls:
+            call.cancel()
+        ended = len(streams) + len(self._opening) + len(calls)
+        if ended:
+            logger.warning("%s: ended %d request(s): %s", self._plan.replica_uid, ended, error.message)
+        await self._let_pulls_answer()
+        return ended
+
+    async def _let_pulls_answer(self) -> None:
+        """Wait (briefly) for the pull rounds in flight to return the errors just set, so that their answers leave
+        this process before it is removed."""
+        deadline = time.monotonic() + _ANSWER_GRACE_SECONDS
+        while self._pulls and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)  # the actor pool writes a returned round's answer on the next turns of the loop
+
+    def _stop_reason(self) -> str:
+        """Why this replica stops when nobody said (the actor destroyed without ``stop_serving``)."""
+        replica = self._plan.replica_uid
+        if self._unhealthy is not None:
+            return f"replica {replica} is restarting after a failed health check: {self._unhealthy}"
+        return f"replica {replica} of model {self._plan.model_uid!r} was stopped"
+
+    async def unload(self, reason: str | None = None) -> None:
+        """End every request (:meth:`stop_serving`, with ``reason`` or the one given before) and unload the engine."""
+        await self.stop_serving(reason or self._stop_reason())
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await engine.unload()
 
+    def _remember(self, stream_id: str, error: XinferenceError) -> None:
+        self._ended[stream_id] = error
+        if len(self._ended) > _ENDED_MEMORY:
+            del self._ended[next(iter(self._ended))]
+
     def _ready(self) -> Engine:
+        if self._stopping is not None:
+            raise ReplicaUnreachable(f"replica {self._plan.replica_uid} is stopping: {self._stopping.message}")
         if self._engine is None:
             raise ModelUnavailable(f"model {self._plan.model_uid!r} is not loaded")
         return self._engine
 
+    async def _whole(self, call: Callable[[Engine], Awaitable[T]]) -> T:
+        """Run a whole-response engine call; a stop meanwhile fails it with the stop's reason (a 503), even when
+        the engine returned something, since that may be an answer cut short."""
+        work = asyncio.ensure_future(call(self._ready()))
+        self._calls.add(work)
+        try:
+            result = await work
+        except (Exception, asyncio.CancelledError):
+            if self._stopping is not None:
+                raise self._stopping from None
+            raise
+        finally:
+            self._calls.discard(work)
+        if self._stopping is not None:
+            raise self._stopping
+        return result
+
     # -- requests ----------------------------------------------------------------------------------------------
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._ready().chat(request)
+        return await self._whole(lambda engine: engine.chat(request))
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._ready().completions(request)
+        return await self._whole(lambda engine: engine.completions(request))
 
     async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._ready().embed(request)
+        return await self._whole(lambda engine: engine.embed(request))
 
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await self._ready().rerank(request)
+        return await self._whole(lambda engine: engine.rerank(request))
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""
-        return await self._ready().count_tokens(request)
+        return await self._whole(lambda engine: engine.count_tokens(request))
 
     async def check_health(self) -> None:
-        """Raise EngineError when the engine can no longer serve (polled by the worker for engines that check)."""
+        """Raise EngineError when the engine can no longer serve (polled by the worker for engines that check).
+        A failure is remembered: the worker restarts such a replica, and its streams then end naming why."""
         if self._engine is not None:
-            await self._engine.check_health()
+            try:
+                await self._engine.check_health()
+            except EngineError as exc:
+                self._unhealthy = exc.message
+                raise
 
     async def engine_stats(self) -> dict[str, Any]:
         """The engine's own counters (e.g. forward passes of a batching engine; read by ``/metrics``). Read on a
@@ -292,7 +390,13 @@ class ModelActor(xo.StatelessActor):
             stream = await engine.completions_stream(request)
         else:
             raise WrongModelType(f"unknown stream kind {kind!r}")
-        batch, done = await stream.next_batch()
+        if self._stopping is not None:  # stopped while the engine took the request
+            stream.cancel(self._stopping)
+        self._opening.add(stream)
+        try:
+            batch, done = await stream.next_batch()  # a stop meanwhile raises its reason here
+        finally:
+            self._opening.discard(stream)
         stream_id = f"s{next(self._ids)}"
         if not done:
             self._streams[stream_id] = _OpenStream(stream, time.monotonic())
@@ -308,13 +412,14 @@ class ModelActor(xo.StatelessActor):
             raise error
         return batch, done
 
-    async def pull_many(self, stream_ids: list[str]) -> dict[str, Pulled]:
+    async def pull_many(self, stream_ids: list[str], max_wait: float | None = None) -> dict[str, Pulled]:
         """One round for many streams: ``{stream_id: (chunks, done, error)}`` for each stream that has something.
 
-        Waits until at least one stream has output or ended (at most ``PULL_WAIT_SECONDS``, then ``{}``; also
-        ``{}`` when ``wake_pulls`` is called). A stream that fails is ended with its error in its own entry and
-        the others go on. An id this actor does not know (already ended or aborted) comes back done; one the
-        reaper aborted comes back with an error.
+        Waits until at least one stream has output or ended (at most ``max_wait`` seconds, by default
+        ``PULL_WAIT_SECONDS``, then ``{}``; also ``{}`` when ``wake_pulls`` is called): a caller that puts a
+        deadline on rounds asks for a wait well inside it, so a live replica always answers in time. A stream that
+        fails is ended with its error in its own entry and the others go on. An id this actor does not know
+        (already ended or aborted) comes back done; one the platform ended (reaper, stop) comes back with its error.
         """
         result: dict[str, Pulled] = {}
         entries: dict[str, _OpenStream] = {}
@@ -322,9 +427,10 @@ class ModelActor(xo.StatelessActor):
             entry = self._streams.get(stream_id)
             if entry is not None:
                 entries[stream_id] = entry
-            elif stream_id in self._reaped:
-                result[stream_id] = ([], True, EngineError(
-                    f"stream {stream_id} was aborted: it was not read for {STALE_STREAM_SECONDS:.0f}s"))
+            elif stream_id in self._ended:
+                result[stream_id] = ([], True, self._ended[stream_id])
+            elif self._stopping is not None:
+                result[stream_id] = ([], True, self._stopping)
             else:
                 result[stream_id] = ([], True, None)
         if not entries:
@@ -333,15 +439,17 @@ class ModelActor(xo.StatelessActor):
         for entry in entries.values():
             entry.pulling += 1
             entry.last_pull = now
+        self._pulls += 1
         try:
             if not result:
-                await self._await_output(entries)
+                await self._await_output(entries, PULL_WAIT_SECONDS if max_wait is None else max(0.0, max_wait))
             self._last_round = time.monotonic()
             for stream_id, entry in entries.items():
                 pulled = self._take(stream_id, entry)
                 if pulled is not None:
                     result[stream_id] = pulled
         finally:
+            self._pulls -= 1
             now = time.monotonic()
             for entry in entries.values():
                 entry.pulling -= 1
@@ -363,7 +471,7 @@ class ModelActor(xo.StatelessActor):
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _await_output(self, entries: dict[str, _OpenStream]) -> None:
+    async def _await_output(self, entries: dict[str, _OpenStream], wait: float) -> None:
         """Wait for the first output of a round, then (several streams producing) briefly for the others."""
         streams = [entry.stream for entry in entries.values()]
         waiter = asyncio.get_running_loop().create_future()
@@ -375,7 +483,7 @@ class ModelActor(xo.StatelessActor):
                     await asyncio.wait((waiter,), timeout=floor)
                     if waiter.done():
                         return  # wake_pulls: a new stream waits for a round that includes it
-            await wait_any(streams, PULL_WAIT_SECONDS, waiter)
+            await wait_any(streams, wait, waiter)
         finally:
             self._pull_waiters.discard(waiter)
         expected = sum(entry.producing for entry in entries.values())
@@ -405,6 +513,12 @@ class ModelActor(xo.StatelessActor):
         batch, done = taken
         entry.producing = bool(batch)
         entry.fresh = False
+        if not done and entry.stream.finished:
+            # ended with an error after these chunks: hand both over in this round (the stream may be ending
+            # because its replica stops, and there may be no later round)
+            error = self._take(stream_id, entry)
+            if error is not None:
+                return batch, True, error[2]
         if done:
             self._streams.pop(stream_id, None)
         return batch, done, None
@@ -418,13 +532,19 @@ class ModelActor(xo.StatelessActor):
         return True
 
     async def _reap_stale_streams(self) -> None:
+        """End, with an error naming why, every stream the API has not read for ``XINFERENCE_STALE_STREAM_SECONDS``
+        (never one whose pull is in flight: it is read, only waiting for tokens), so that the engine stops
+        generating for nobody, and an API that comes back finds out that the answer was cut."""
         while True:
-            await asyncio.sleep(STALE_STREAM_SECONDS / 4)
+            await asyncio.sleep(self._stale_seconds / 4)
             now = time.monotonic()
             for stream_id, entry in list(self._streams.items()):
-                if not entry.pulling and now - entry.last_pull > STALE_STREAM_SECONDS:
-                    logger.warning("aborting stream %s: not pulled for %.0fs", stream_id, now - entry.last_pull)
-                    await self.abort(stream_id)
-                    self._reaped[stream_id] = None
-                    if len(self._reaped) > _REAPED_MEMORY:
-                        del self._reaped[next(iter(self._reaped))]
+                idle = now - entry.last_pull
+                if entry.pulling or idle <= self._stale_seconds:
+                    continue
+                logger.warning("ending stream %s: not pulled for %.0fs", stream_id, idle)
+                error = RequestInterrupted(f"stream {stream_id} of model {self._plan.model_uid!r} was not read for "
+                                           f"{idle:.0f} s and was ended")
+                self._streams.pop(stream_id, None)
+                entry.stream.cancel(error)
+                self._remember(stream_id, error)

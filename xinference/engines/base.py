@@ -12,6 +12,7 @@ Life cycle, inside the model's own subprocess::
     stream = await engine.chat_stream(request)
     batch, done = await stream.next_batch()   # every chunk produced since the last call
     stream.cancel()                # client went away: the backend stops at its next token and frees the slot
+    stream.cancel(error)           # the platform ended it (unload, reaper): the consumer gets ``error`` last
     await engine.unload()
 
 Requests arrive as plain dicts already validated by the API (OpenAI field names). Responses and chunks are
@@ -124,13 +125,17 @@ class ChunkStream:
         else:
             self._on_cancel.append(callback)
 
-    def cancel(self) -> None:
+    def cancel(self, error: BaseException | None = None) -> None:
         """Ask the producer to stop (it checks ``cancelled`` before each token, and the hooks given to
-        :meth:`on_cancel` interrupt it where it blocks) and end the stream."""
+        :meth:`on_cancel` interrupt it where it blocks) and end the stream.
+
+        ``error`` is why, when the platform ends a stream its consumer still reads (the model is unloaded, the
+        stream went unread): the consumer gets the chunks produced so far, then that error, so a cut answer never
+        looks complete. None when the consumer itself left. A stream that had already ended keeps its own end."""
         if self.cancelled:
             return
         self.cancelled = True
-        self.finish()
+        self.finish(error)
         hooks, self._on_cancel = self._on_cancel, []
         for hook in hooks:
             try:

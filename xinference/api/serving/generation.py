@@ -1,7 +1,9 @@
 """What ``/v1/chat/completions`` and ``/v1/completions`` do.
 
 Validation and the model lookup happen before the first byte, so a bad request still gets its proper status
-code; once a stream has started, a failure is sent as an error frame followed by ``[DONE]``. A client that goes
+code; once a stream has started, a failure is sent as an error frame followed by ``[DONE]``, and so is a stream
+the platform ended (an unload, a scale-down, a restart, a replica that stopped answering: the error names which),
+so a cut answer never ends like a whole one. A client that goes
 away mid-stream makes the model actor abort the request, which frees the engine's slot. The chunks of every
 stream open on one replica are pulled by that replica's pump (:mod:`xinference.api.serving.pump`).
 """
@@ -14,6 +16,7 @@ import logging
 import weakref
 from typing import Any, AsyncIterator, Literal, Union
 
+from xinference import settings
 from xinference.api.errors import error_frame
 from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
@@ -151,7 +154,14 @@ class GenerationService:
             # pumps without streams hold nothing but a ref: drop them, so replicas long gone are forgotten
             self._pumps = {address: p for address, p in self._pumps.items() if p.streams}
             routes = self._routes
-            pump = ReplicaPump(replica.ref, lambda call: model_call(routes, uid, call))
+
+            def unanswered() -> None:  # new requests go to the model's other replicas meanwhile, if it has any
+                routes.mark_unreachable(replica.address)
+                routes.invalidate()
+
+            pump = ReplicaPump(replica.ref, lambda call: model_call(routes, uid, call),
+                               timeout=settings.stream_pull_timeout(),
+                               name=f"replica {replica.address} of model {uid!r}", on_timeout=unanswered)
             self._pumps[replica.address] = pump
         return pump
 

@@ -8,6 +8,14 @@ stops growing with the number of streams. The pump starts with its first stream 
 Failures stay per stream: an error the model actor reports for one stream ends that stream only; a round that
 fails as a whole (the replica's process died) ends the streams of that round with the error, and the pump goes
 on with any opened since.
+
+Every round has a deadline (``XINFERENCE_STREAM_PULL_TIMEOUT``): a replica whose host vanished without a connection
+reset, or whose process is frozen, never answers, and without one its streams and their admission slots would wait
+forever. The model actor is asked to answer within a third of the deadline even when no stream has output (a long
+prefill), so only a replica that cannot answer at all trips it. Then the round's streams end with a
+:class:`ReplicaUnreachable` naming the replica, which frees their slots, and each is aborted in the model process
+for when it answers again; the unanswered call is left to finish or fail on its own (cancelling an actor call
+waits for the remote side to acknowledge, which is the very thing that does not come).
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable
 
-from xinference.errors import EngineError
+from xinference.core.model_actor import PULL_WAIT_SECONDS
+from xinference.errors import EngineError, ReplicaUnreachable
 
 __all__ = ["Inbox", "ReplicaPump"]
 
@@ -78,14 +87,22 @@ class ReplicaPump:
     stops (at the end, or when the client left: the caller aborts the request in the model actor itself).
     """
 
-    def __init__(self, ref: Any, call: CallWrapper) -> None:
+    def __init__(self, ref: Any, call: CallWrapper, *, timeout: float = 30.0, name: str = "the replica",
+                 on_timeout: Callable[[], None] | None = None) -> None:
+        """``timeout``: the deadline of one round; ``name`` names the replica in the error of a round that missed
+        it; ``on_timeout`` runs then (the route table stops sending new requests there for a while)."""
         self.ref = ref
         self._call = call
+        self._timeout = timeout
+        #: how long the model actor may wait for output before it answers an empty round: well inside the deadline
+        self._wait = min(PULL_WAIT_SECONDS, timeout / 3)
+        self._name = name
+        self._on_timeout = on_timeout
         self._inboxes: dict[str, Inbox] = {}
         self._task: asyncio.Task[None] | None = None
         #: whether the round in flight includes every stream; a stream added meanwhile makes it stale
         self._round: set[str] = set()
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         #: rounds made so far (``pull_many`` calls); tests and diagnostics read it
         self.rounds = 0
 
@@ -125,7 +142,7 @@ class ReplicaPump:
                 self._round = set(ids)
                 self.rounds += 1
                 try:
-                    pulled = await self._call(self.ref.pull_many(ids))
+                    pulled = await self._pull_round(ids)
                 except Exception as exc:  # noqa: BLE001 - the whole round failed: its streams end with the error
                     for stream_id in ids:
                         inbox = self._inboxes.pop(stream_id, None)
@@ -146,3 +163,36 @@ class ReplicaPump:
             for inbox in self._inboxes.values():
                 inbox.put([], True, EngineError("the stream relay of this replica stopped"))
             self._inboxes.clear()
+
+    async def _pull_round(self, ids: list[str]) -> dict[str, Any]:
+        """One ``pull_many`` call, within the deadline; past it, ReplicaUnreachable (and the streams are aborted)."""
+        call = asyncio.ensure_future(self._call(self.ref.pull_many(ids, self._wait)))
+        try:
+            await asyncio.wait((call,), timeout=self._timeout)
+        except asyncio.CancelledError:
+            call.cancel()  # the pump itself is stopping (the API shuts down)
+            raise
+        if call.done():
+            return call.result()  # type: ignore[no-any-return]
+        self._leave(call)
+        logger.warning("%s did not answer a stream round for %.0fs: ending %d stream(s)", self._name,
+                       self._timeout, len(ids))
+        if self._on_timeout is not None:
+            self._on_timeout()
+        for stream_id in ids:
+            if stream_id in self._inboxes:
+                self._leave(asyncio.ensure_future(self._call(self.ref.abort(stream_id))))
+        raise ReplicaUnreachable(f"{self._name} did not answer for {self._timeout:g} s; the stream was ended")
+
+    def _leave(self, call: asyncio.Future[Any]) -> None:
+        """Keep an actor call that nobody awaits until it ends by itself (its outcome no longer matters)."""
+        self._background.add(call)
+        call.add_done_callback(_forget(self._background))
+
+
+def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(call: asyncio.Future[Any]) -> None:
+        tasks.discard(call)
+        if not call.cancelled() and call.exception() is not None:
+            logger.debug("a call left after a missed deadline failed: %s", call.exception())
+    return done
