@@ -8,8 +8,8 @@ error event naming why, in the API's own dialect, never with a plain end that pa
 - the API process frozen longer than ``XINFERENCE_STALE_STREAM_SECONDS``: the model process ends the unread stream
   and the API, once it runs again, passes the reason on.
 
-The unload and scale-down reasons are the model process's own until the worker passes the supervisor's reason
-(``ModelActor.stop_serving``): "replica X of model Y was stopped"; either is accepted.
+The unload and scale-down reasons are the supervisor's, which the worker passes to the model process
+(``ModelActor.stop_serving``) before it removes it.
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ pytestmark = pytest.mark.slow
 UID = "cut"
 PULL_TIMEOUT = 8.0
 STALE_SECONDS = 2.0
-#: why an unload or a scale-down ended a stream: the supervisor's reason once the worker passes it, or the model
-#: process's own
-STOPPED = re.compile(rf"(model '{UID}' was unloaded|replica {UID}-\d+ was removed \(scale-down\)"
-                     rf"|replica {UID}-\d+ of model '{UID}' was stopped)")
+#: why an unload or a scale-down ended a stream: the supervisor's reason, passed by the worker to the model process
+UNLOADED = re.compile(rf"model '{UID}' was unloaded")
+SCALED_DOWN = re.compile(rf"replica {UID}-\d+ was removed \(scale-down\)")
 LONG = "Write the numbers from 1 to 3000 in words, one per line, without stopping."
 
 
@@ -109,7 +108,7 @@ def test_unload_mid_chat_stream_ends_with_an_error_frame_then_done(server: Local
     assert datas[-1] == "[DONE]", datas[-3:]
     error = json.loads(datas[-2])["error"]
     assert error["code"] == "request_interrupted" and error["type"] == "service_unavailable"
-    assert STOPPED.search(error["message"]), error["message"]
+    assert UNLOADED.search(error["message"]), error["message"]
     assert sum('"content"' in d for d in datas[:-2]) >= 1  # the text made before the unload came first
     assert not any('"finish_reason":"stop"' in d or '"finish_reason":"length"' in d for d in datas)
 
@@ -122,7 +121,7 @@ def test_unload_mid_messages_stream_ends_with_an_error_event(server: LocalServer
     assert name == "error", events[-3:]
     body = json.loads(data)
     assert body["type"] == "error" and body["error"]["type"] == "overloaded_error"
-    assert STOPPED.search(body["error"]["message"]), body
+    assert UNLOADED.search(body["error"]["message"]), body
     assert not any(n == "message_stop" for n, _ in events)
 
 
@@ -134,7 +133,7 @@ def test_unload_mid_responses_stream_ends_with_response_failed(server: LocalServ
     assert name == "response.failed", events[-3:]
     response = json.loads(data)["response"]
     assert response["status"] == "failed" and response["error"]["code"] == "request_interrupted"
-    assert STOPPED.search(response["error"]["message"]), response["error"]
+    assert UNLOADED.search(response["error"]["message"]), response["error"]
     assert not any(n == "response.completed" for n, _ in events)
 
 
@@ -149,7 +148,7 @@ def test_unload_during_a_whole_response_is_a_503_naming_it(server: LocalServer) 
         response = answer.result(120)
     assert response.status_code == 503, response.text
     error = response.json()["error"]
-    assert error["code"] == "request_interrupted" and STOPPED.search(error["message"]), error
+    assert error["code"] == "request_interrupted" and UNLOADED.search(error["message"]), error
 
 
 def test_a_removed_replica_ends_its_stream_with_an_error_and_the_other_goes_on(server: LocalServer) -> None:
@@ -176,7 +175,7 @@ def test_a_removed_replica_ends_its_stream_with_an_error_and_the_other_goes_on(s
     assert len(ended) == 1, [s[-2:] for s in streams]
     error = json.loads(ended[0][-2][1])["error"]
     assert ended[0][-1][1] == "[DONE]" and error["code"] == "request_interrupted", ended[0][-3:]
-    assert STOPPED.search(error["message"]) and replica_id in error["message"], error
+    assert SCALED_DOWN.search(error["message"]) and replica_id in error["message"], error
 
 
 def _read_until_removed(server: LocalServer, body: dict[str, Any], events: list[tuple[str, str]],

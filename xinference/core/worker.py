@@ -8,6 +8,7 @@ exit code and the last lines the engine printed (local paths shortened to file n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -328,7 +329,8 @@ class WorkerActor(xo.StatelessActor):
         logger.warning("replica %s died (%s)", replica.replica_uid, what)
         model_uid = replica.plan.get("model_uid", "")
         await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid, message)
-        await self._remove_process(replica)
+        await self._remove_process(replica, None if reason is None else
+                                   f"replica {replica.replica_uid} is restarting after a failed health check: {reason}")
         while replica.restarts < settings.model_restart_limit() and replica.replica_uid in self._replicas:
             replica.restarts += 1
             try:
@@ -437,7 +439,8 @@ class WorkerActor(xo.StatelessActor):
         """Stop every replica and leave the cluster (orderly shutdown)."""
         self._stopping = True
         self._tasks.cancel_all()
-        await asyncio.gather(*(self._discard(uid) for uid in list(self._replicas)), return_exceptions=True)
+        await asyncio.gather(*(self._discard(uid, f"the worker of replica {uid} is shutting down")
+                               for uid in list(self._replicas)), return_exceptions=True)
         if self._supervisor is not None and self._supervisor_address != self.address:
             try:
                 await asyncio.wait_for(self._supervisor.remove_worker(self.address), timeout=5)
@@ -448,19 +451,25 @@ class WorkerActor(xo.StatelessActor):
         replica = self._replicas.pop(replica_uid, None)
         if replica is not None:
             logger.info("stopping replica %s: %s", replica_uid, why)
-            await self._remove_process(replica)
+            await self._remove_process(replica, why)
             self._save_state()
 
-    async def _remove_process(self, replica: _Replica) -> None:
-        """End a replica's subprocess (its engine unloads first when it still runs). A cancel that arrives while
-        the engine unloads still removes the process, then stays a cancel: the caller's task ends cancelled."""
+    async def _remove_process(self, replica: _Replica, why: str | None = None) -> None:
+        """End a replica's subprocess (its engine unloads first when it still runs). ``why`` is what the requests it
+        still serves end with (their clients get it as an error, never a clean end of a cut answer). A cancel that
+        arrives while the engine unloads still removes the process, then stays a cancel: the caller's task ends
+        cancelled."""
         replica_uid = replica.replica_uid
         if not replica.address:
             return
         cancelled: asyncio.CancelledError | None = None
         try:
             if self._exit_code(replica.address, replica.facts.get("pid")) is None:  # alive: unload first
-                await asyncio.wait_for(xo.destroy_actor(await self._model_ref(replica.address)), timeout=10)
+                ref = await self._model_ref(replica.address)
+                if why and replica.facts:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(ref.stop_serving(why), timeout=5)
+                await asyncio.wait_for(xo.destroy_actor(ref), timeout=10)
         except asyncio.CancelledError as exc:
             cancelled = exc
         except Exception:  # noqa: BLE001 - the process may already be gone; removal below is what matters

@@ -185,7 +185,7 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
             for replica_uid in booked:
                 if not any(r.replica_uid == replica_uid for r in record.replicas):
                     self._ledger.release(replica_uid)  # never started, or its worker removed it when it failed
-            await self._stop_replicas(record, why="the launch failed")
+            await self._stop_replicas(record, why=f"the launch of model {record.model_uid!r} failed")
             reason = exc.message if isinstance(exc, XinferenceError) else type(exc).__name__
             record.event("launch_failed", reason)
             if keep_failed and not record.cancelled and not isinstance(exc, asyncio.CancelledError):
@@ -292,7 +292,7 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
         if len(record.replicas) == 1:
             raise InvalidRequest(f"{replica_uid} is the last replica; terminate the model instead", param="replica_id")
         record.replica -= 1
-        await self._stop_replicas(record, [target], why="scaled down")
+        await self._stop_replicas(record, [target], why=f"replica {replica_uid} was removed (scale-down)")
         record.event("replica_removed", f"{replica_uid} on {target.worker_address}")
         return len(record.replicas)
 
@@ -345,7 +345,7 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
             await self._cancel_pending(record)
         if not getattr(self, "_closing", False):
             self._forget_autostart(model_uid)  # terminated on purpose: it does not come back after a restart
-        await self._stop_replicas(record, why="terminated")
+        await self._stop_replicas(record, why=f"model {model_uid!r} was terminated")
         logger.info("model %s terminated", model_uid)
 
     async def _stop_replicas(self, record: ModelRecord, replicas: list[Replica] | None = None,

@@ -56,7 +56,7 @@ class LifecycleMixin:
                                  param="model_uid")
         record.status = "unloading"
         self._changed()  # type: ignore[attr-defined]
-        await self._stop_replicas(record, why=f"unloaded ({why})")  # type: ignore[attr-defined]
+        await self._stop_replicas(record, why=f"model {model_uid!r} was unloaded ({why})")  # type: ignore[attr-defined]
         record.status = "unloaded"
         record.event("unloaded", why)
         self._changed()  # type: ignore[attr-defined]
