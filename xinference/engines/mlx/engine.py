@@ -191,7 +191,7 @@ class MLXEngine(BatchingEngine):
         tools = request.get("tools") or None
         if tools and not template_renders_tools(self._template):
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
-        return render(self._template, messages, tools=tools, special_tokens=special_tokens_of(self._hf_tokenizer()),
+        return render(self._template, messages, tools=tools, special_tokens=special_tokens_of(self._tokenizer),
                       template_kwargs=template_kwargs(request),
                       limits=RenderLimits.for_context(self._max_model_len()))
 
