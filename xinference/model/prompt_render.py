@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard, cast
 
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
@@ -210,7 +210,7 @@ def _measure(value: Any, cap: int) -> int:
     return total
 
 
-def _is_text(value: Any) -> bool:
+def _is_text(value: Any) -> TypeGuard[str | bytes]:
     return isinstance(value, (str, bytes))
 
 
@@ -305,10 +305,18 @@ def _check_text_method(budget: _Budget, text: str | bytes, name: str, args: tupl
     elif name == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         if isinstance(size, int):
-            budget.text(len(text) + text.count("\t" if isinstance(text, str) else b"\t") * max(size, 0), "a string")
+            tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
+            budget.text(len(text) + tabs * max(size, 0), "a string")
     elif name == "replace" and len(args) >= 2 and _is_text(args[0]) and _is_text(args[1]):
         old, new = args[0], args[1]
-        hits = len(text) + 1 if not old else text.count(old)  # type: ignore[arg-type]
+        if not old:
+            hits = len(text) + 1
+        elif isinstance(text, str) and isinstance(old, str):
+            hits = text.count(old)
+        elif isinstance(text, bytes) and isinstance(old, bytes):
+            hits = text.count(old)
+        else:
+            hits = 0  # str and bytes mixed: replace itself refuses them
         if len(args) > 2 and isinstance(args[2], int) and args[2] >= 0:
             hits = min(hits, args[2])
         budget.text(len(text) + hits * max(len(new) - len(old), 0), "a string")
@@ -407,12 +415,12 @@ def _pre_filter(budget: _Budget, name: str, args: tuple[Any, ...], kwargs: dict[
     def arg(index: int, key: str, default: Any) -> Any:
         return args[index] if len(args) > index else kwargs.get(key, default)
 
-    value = args[0] if args else None
+    value: Any = args[0] if args else None
     if name == "center":
         width = arg(1, "width", 80)
         if isinstance(width, int):
             budget.text(width, "a padded string")
-    elif name == "indent" and _is_text(value):
+    elif name == "indent" and isinstance(value, str):
         width = arg(1, "width", 4)
         pad = len(width) if _is_text(width) else width if isinstance(width, int) else 0
         budget.text(len(value) + (value.count("\n") + 1) * max(pad, 0), "an indented string")
@@ -512,8 +520,8 @@ class _Instrument(NodeTransformer):
     """Routes loops, ``~`` and output through the counting filters above."""
 
     @staticmethod
-    def _wrap(node: nodes.Expr, name: str) -> nodes.Filter:
-        return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
+    def _wrap(node: nodes.Node, name: str) -> nodes.Filter:
+        return nodes.Filter(cast(nodes.Expr, node), name, [], [], None, None, lineno=node.lineno)
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
@@ -563,7 +571,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             return super().call(__context, __obj, *args, **kwargs)
         budget.check_time()
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format at attribute access
-        owner = getattr(target, "__self__", None)
+        owner: Any = getattr(target, "__self__", None)
         name = getattr(target, "__name__", "")
         if _is_text(owner):
             if name in ("format", "format_map"):
