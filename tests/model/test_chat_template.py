@@ -9,8 +9,9 @@ import pytest
 from jinja2.sandbox import SecurityError
 
 from xinference.errors import InvalidRequest
-from xinference.model.chat_template import UnsafeTemplate, find_chat_template, gguf_metadata_string, render
+from xinference.model.chat_template import find_chat_template, gguf_metadata_string
 from xinference.model.download import resolve_model_path
+from xinference.model.prompt_render import UnsafeTemplate, render
 from xinference.model.registry import ModelRegistry
 
 CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]

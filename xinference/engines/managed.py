@@ -55,6 +55,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.parsers.postprocess import thinking_enabled
+from xinference.model.prompt_render import check_template_kwargs
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -155,8 +156,11 @@ def server_template_kwargs(request: dict[str, Any]) -> dict[str, Any]:
     """``chat_template_kwargs`` for a vLLM/SGLang server: the request's own (a new dict), plus its top-level
     ``enable_thinking`` (which wins, as everywhere on the platform: :func:`thinking_enabled`) and
     ``reasoning_effort`` (unless the kwargs name one). Why: both servers drop a top-level ``enable_thinking``
-    without a word, so a reasoning model would keep thinking; the chat template is where the switch acts."""
+    without a word, so a reasoning model would keep thinking; the chat template is where the switch acts.
+    Names the renderer sets itself (``messages``, ``bos_token``, ...) are a 400 here, as on every engine
+    (:func:`~xinference.model.prompt_render.check_template_kwargs`)."""
     kwargs = dict(request.get("chat_template_kwargs") or {})
+    check_template_kwargs(kwargs)
     if request.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = thinking_enabled(request)
     effort = request.get("reasoning_effort")

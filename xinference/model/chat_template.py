@@ -1,91 +1,22 @@
-"""Chat templates: found in the family JSON, the tokenizer config or the GGUF metadata, rendered in a sandbox.
+"""Chat templates: found in the family JSON, the tokenizer config or the GGUF metadata.
 
-Engines that build prompts themselves (Transformers, ...) call :func:`find_chat_template` once at load and
-:func:`render` per request. Templates are Jinja2 run in an :class:`ImmutableSandboxedEnvironment`: they can read
-the messages and the variables handed in, but not reach Python internals (``__class__``, ``__globals__``, ...) or
-change the objects they are given. Any attempt stops rendering with :class:`UnsafeTemplate`; a template's own
-``raise_exception("...")`` and its syntax errors are an :class:`InvalidRequest` carrying the template's message.
+Engines that build prompts themselves (Transformers, MLX, ...) call :func:`find_chat_template` once at load; the
+template is rendered per request by :mod:`xinference.model.prompt_render`, the platform's one sandboxed, bounded
+renderer.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import struct
-from datetime import datetime
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
-from jinja2 import TemplateError
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-from xinference.errors import InvalidRequest
 from xinference.model.spec import ModelFamily
 
-__all__ = ["UnsafeTemplate", "find_chat_template", "gguf_metadata_string", "render"]
+__all__ = ["find_chat_template", "gguf_metadata_string"]
 
 GGUF_TEMPLATE_KEY = "tokenizer.chat_template"
-
-
-class UnsafeTemplate(InvalidRequest):
-    """Raised when a chat template tries to reach Python internals or mutate its inputs (chained SecurityError)."""
-
-    code = "unsafe_chat_template"
-
-
-class _TemplateRaised(Exception):
-    """A template called ``raise_exception(message)``."""
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """Unsafe attribute access fails at once (the stock sandbox returns an undefined that may render as '')."""
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> NoReturn:
-        raise SecurityError(f"a chat template may not access {attribute!r} of a {type(obj).__name__} object")
-
-
-def _raise_exception(message: str) -> NoReturn:
-    raise _TemplateRaised(message)
-
-
-def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
-    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-@functools.lru_cache(maxsize=1)
-def _environment() -> _Sandbox:
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
-    env.filters["tojson"] = _tojson
-    return env
-
-
-@functools.lru_cache(maxsize=32)
-def _compile(template: str) -> Any:
-    try:
-        return _environment().from_string(template)
-    except TemplateError as exc:
-        raise InvalidRequest(f"the chat template does not compile: {exc}") from exc
-
-
-def render(
-    template: str, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **variables: Any
-) -> str:
-    """The prompt ``template`` makes of ``messages`` (plus ``tools``, ``bos_token``, ... given as variables)."""
-    compiled = _compile(template)
-    try:
-        return str(compiled.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables))
-    except SecurityError as exc:
-        raise UnsafeTemplate(f"the chat template was stopped: {exc}") from exc
-    except _TemplateRaised as exc:
-        raise InvalidRequest(f"the chat template refused the request: {exc}") from exc
-    except (TemplateError, OverflowError, TypeError, ValueError, KeyError, IndexError) as exc:
-        raise InvalidRequest(f"the chat template failed: {type(exc).__name__}: {exc}") from exc
 
 
 def find_chat_template(family: ModelFamily, model_path: str | None = None) -> str | None:

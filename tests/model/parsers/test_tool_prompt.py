@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from xinference.model.chat_template import render
 from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
+from xinference.model.prompt_render import render
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 HISTORY = [

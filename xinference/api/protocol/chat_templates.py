@@ -1,7 +1,8 @@
 """Request and response of ``POST /v1/chat_templates/render``: a chat template previewed on a conversation.
 
 Used by the web UI's Register page (and any script checking a template before registering a model). The template
-runs in the same Jinja sandbox as at serving time (``model/chat_template.py``).
+runs through the same renderer, with the same limits, as at serving time (``model/prompt_render.py``); a template
+that exceeds them is a 400 naming the limit.
 """
 
 from __future__ import annotations

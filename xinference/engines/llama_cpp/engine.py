@@ -44,7 +44,7 @@ from xinference.errors import (
     UnsupportedOption,
     XinferenceError,
 )
-from xinference.model.chat_template import find_chat_template, render
+from xinference.model.chat_template import find_chat_template
 from xinference.model.parsers.postprocess import (
     BARE_JSON_CALLS,
     ChatOutputParser,
@@ -53,6 +53,7 @@ from xinference.model.parsers.postprocess import (
 )
 from xinference.model.parsers.registry import reasoning_tags_of
 from xinference.model.parsers.tool_prompt import with_tools
+from xinference.model.prompt_render import RenderLimits, TemplateLimitExceeded, check_template_kwargs, render
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -301,6 +302,7 @@ class LlamaCppEngine(Engine):
             raise UnsupportedOption("n > 1 (several choices per request) is not supported by llama.cpp; send n "
                                     "requests", param="n")
         body = {key: request[key] for key in _FORWARDED if request.get(key) is not None}
+        check_template_kwargs(body.get("chat_template_kwargs"))  # llama.cpp's template gets them too
         if request.get("enable_thinking") is not None:
             body["chat_template_kwargs"] = {**(body.get("chat_template_kwargs") or {}),
                                             "enable_thinking": thinking_enabled(request)}
@@ -314,7 +316,8 @@ class LlamaCppEngine(Engine):
         as DeepSeek-R1's does): the output then has no opening tag and is reasoning from its first token.
 
         Only for families that declare reasoning. llama.cpp renders the prompt in C++; the same template is rendered
-        here in the sandbox to find out, and a template that fails here counts as "cannot tell".
+        here by the platform's renderer to find out, and a template that fails here counts as "cannot tell",
+        except when it exceeds the renderer's limits: that request is a 400, as on every engine.
         """
         tags = reasoning_tags_of(self.family)
         if tags is None:
@@ -324,8 +327,11 @@ class LlamaCppEngine(Engine):
         if not self._template:
             return False
         try:
-            prompt = render(self._template, body["messages"], add_generation_prompt=True, bos_token="",
-                            eos_token="", **(body.get("chat_template_kwargs") or {}))
+            prompt = render(self._template, body["messages"], special_tokens={"bos_token": "", "eos_token": ""},
+                            template_kwargs=body.get("chat_template_kwargs"),
+                            limits=RenderLimits.for_context(self.resolved.n_ctx))
+        except TemplateLimitExceeded:
+            raise
         except XinferenceError:
             return False
         return prompt.rstrip().endswith(tags.start)

@@ -24,10 +24,11 @@ sampling parameters, a grammar and a number of choices by :mod:`xinference.engin
 (``response_format`` json_object/json_schema and forced tool calls become a grammar,
 :mod:`xinference.engines.grammar`), and responses and chunks are shaped by
 :mod:`xinference.engines.continuous.outputs`, with tool calls and reasoning parsed out by
-:mod:`xinference.model.parsers`. What differs is below that: the chat template is rendered in the project's sandbox
-(:mod:`xinference.model.chat_template`: the family JSON's, else the tokenizer's; tools described in a system
-message when the template ignores them), tokens come from :mod:`.scheduler` (continuous batching with mlx-lm's batch
-generator) and are picked by :mod:`.sampling` (the grammar is a logits processor there).
+:mod:`xinference.model.parsers`. What differs is below that: the chat template (the family JSON's, else the
+tokenizer's: :mod:`xinference.model.chat_template`) is rendered by the platform's sandboxed, bounded renderer
+(:mod:`xinference.model.prompt_render`; tools described in a system message when the template ignores them),
+tokens come from :mod:`.scheduler` (continuous batching with mlx-lm's batch generator) and are picked by
+:mod:`.sampling` (the grammar is a logits processor there).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ from xinference.engines.mlx.runtime import find_openblas, load_model, preload_op
 from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
 from xinference.engines.mlx.scheduler import Scheduler, Sequence
 from xinference.errors import InvalidRequest, LaunchFailed
-from xinference.model.chat_template import find_chat_template, render
+from xinference.model.chat_template import find_chat_template
 from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
+from xinference.model.prompt_render import RenderLimits, render, special_tokens_of
 
 if TYPE_CHECKING:
     from xinference.core.hardware import HardwareInfo
@@ -185,16 +187,13 @@ class MLXEngine(BatchingEngine):
         if self._template is None:
             raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
                                  param="messages")
-        tokenizer = self._tokenizer
         messages = request["messages"]
         tools = request.get("tools") or None
         if tools and not template_renders_tools(self._template):
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
-        variables: dict[str, Any] = {"bos_token": tokenizer.bos_token or "", "eos_token": tokenizer.eos_token or ""}
-        if tools:
-            variables["tools"] = tools
-        variables.update(template_kwargs(request))
-        return render(self._template, messages, add_generation_prompt=True, **variables)
+        return render(self._template, messages, tools=tools, special_tokens=special_tokens_of(self._tokenizer),
+                      template_kwargs=template_kwargs(request),
+                      limits=RenderLimits.for_context(self._max_model_len()))
 
     def _hf_tokenizer(self) -> Any:
         return getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer

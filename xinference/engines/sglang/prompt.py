@@ -2,7 +2,8 @@
 
 Why here and not on the server: SGLang's ``/tokenize`` route takes text only (no chat form, unlike vLLM's), so the
 prompt is rendered in the model process with the same template the server was given (the family's, else the model
-folder's: :func:`find_chat_template`), in the platform's sandbox, the way SGLang's chat route prepares a request:
+folder's: :func:`find_chat_template`), by the platform's sandboxed, bounded renderer
+(:mod:`xinference.model.prompt_render`), the way SGLang's chat route prepares a request:
 string content for templates that print ``message.content`` (text parts joined by a space), part lists for
 templates that loop over them, earlier tool calls' arguments as objects, the tokenizer's special tokens as template
 variables, and tools as SGLang hands them to a template: only when ``tool_choice`` is not ``none`` (only the named
@@ -21,8 +22,9 @@ from typing import Any
 from xinference.engines.managed import server_template_kwargs
 from xinference.engines.managed_tools import forced_tool_call
 from xinference.errors import InvalidRequest, UnsupportedOption
-from xinference.model.chat_template import find_chat_template, render
+from xinference.model.chat_template import find_chat_template
 from xinference.model.parsers.tool_prompt import history_for_template
+from xinference.model.prompt_render import ChatTemplateError, RenderLimits, TemplateLimitExceeded, render
 from xinference.model.spec import ModelFamily
 
 __all__ = ["ChatPrompt", "special_tokens"]
@@ -30,8 +32,6 @@ __all__ = ["ChatPrompt", "special_tokens"]
 #: a template that loops over a message's content parts takes them as a list (SGLang's "openai" content format)
 _LOOPS_OVER_PARTS = re.compile(r"for\s+\w+\s+in\s+(?:message|msg|m)\s*(?:\[\s*['\"]content['\"]\s*\]|\.content)")
 _SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token")
-#: template variables the renderer sets itself; a chat_template_kwargs key of the same name is not passed on
-_RESERVED = frozenset({"messages", "add_generation_prompt", "tools"})
 
 
 def special_tokens(model_path: str) -> dict[str, str]:
@@ -94,16 +94,21 @@ class ChatPrompt:
         messages = history_for_template(
             [self._content(message, n, keep_parts) for n, message in enumerate(request["messages"])],
             renders_tools=True)
-        variables: dict[str, Any] = dict(self._specials)
-        variables.update({k: v for k, v in server_template_kwargs(request).items() if k not in _RESERVED})
+        kwargs = server_template_kwargs(request)  # a reserved name is a 400 there, as for the server's chat
+        limits = RenderLimits.for_context(self.family.context_length)
         tools = _template_tools(request)
         if not tools:
-            return render(self._template, messages, add_generation_prompt=True, **variables)
+            return render(self._template, messages, special_tokens=self._specials, template_kwargs=kwargs,
+                          limits=limits)
         try:
-            return render(self._template, messages, add_generation_prompt=True, tools=tools, **variables)
-        except InvalidRequest:  # SGLang retries the same way when a template wants the OpenAI tool shape
+            return render(self._template, messages, tools=tools, special_tokens=self._specials,
+                          template_kwargs=kwargs, limits=limits)
+        except TemplateLimitExceeded:
+            raise
+        except ChatTemplateError:  # SGLang retries the same way when a template wants the OpenAI tool shape
             wrapped = [{"function": tool} for tool in tools]
-            return render(self._template, messages, add_generation_prompt=True, tools=wrapped, **variables)
+            return render(self._template, messages, tools=wrapped, special_tokens=self._specials,
+                          template_kwargs=kwargs, limits=limits)
 
     @staticmethod
     def _content(message: dict[str, Any], index: int, keep_parts: bool) -> dict[str, Any]:

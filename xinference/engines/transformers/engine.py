@@ -2,7 +2,8 @@
 
 The model lives on the scheduler thread of :mod:`.batching`, which decodes every running request together
 (continuous batching, up to ``max_num_seqs``). This adapter loads the model and turns OpenAI requests into prompts
-(the tokenizer's chat template, else the family's); validation, sequences, responses and chunks (streamed through a
+(the tokenizer's chat template, else the family's, rendered by :mod:`xinference.model.prompt_render` as every
+engine's are); validation, sequences, responses and chunks (streamed through a
 :class:`ChunkStream` without ever waiting on the consumer) are
 :class:`~xinference.engines.continuous.adapter.BatchingEngine`'s, shared with the MLX engine.
 """
@@ -10,11 +11,10 @@ The model lives on the scheduler thread of :mod:`.batching`, which decodes every
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 from xinference.engines.base import Verdict
 from xinference.engines.continuous.adapter import BatchingEngine
@@ -23,26 +23,17 @@ from xinference.engines.continuous.requests import RequestPlan, SamplingParams, 
 from xinference.engines.libcheck import check_library
 from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
-from xinference.errors import InvalidRequest, LaunchFailed, XinferenceError
+from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.parsers.postprocess import BARE_JSON_CALLS, ChatOutputParser
 from xinference.model.parsers.tool_calls import ToolCallFormat
 from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
+from xinference.model.prompt_render import RenderLimits, render, special_tokens_of
 
 __all__ = ["TransformersEngine"]
 
 logger = logging.getLogger(__name__)
 
 _INSTALL_HINT = "pip install 'xinference[transformers]'"
-
-
-@contextlib.contextmanager
-def _template_errors() -> Iterator[None]:
-    try:
-        yield
-    except XinferenceError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a template that fails on these messages is the client's problem
-        raise InvalidRequest(f"the chat template cannot render these messages: {exc}", param="messages") from exc
 
 
 class TransformersEngine(BatchingEngine):
@@ -119,25 +110,30 @@ class TransformersEngine(BatchingEngine):
         return self.resolved.max_model_len
 
     # -- requests ------------------------------------------------------------------------------------------------
+    def _template(self, tools: bool = False) -> str | None:
+        """The tokenizer's template (of named ones: ``tool_use`` for a request with tools, else ``default``),
+        else the family's; the choice ``apply_chat_template`` makes."""
+        own = getattr(self._tokenizer, "chat_template", None)
+        if isinstance(own, dict):
+            own = own.get("tool_use") if tools and own.get("tool_use") else own.get("default")
+        return own if isinstance(own, str) and own else self.family.chat_template
+
     def _render(self, request: dict[str, Any]) -> str:
-        """The chat prompt: the tokenizer's template (else the family's), tools described when it cannot."""
-        tokenizer = self._tokenizer
-        own = getattr(tokenizer, "chat_template", None)
-        template = None if own else self.family.chat_template
-        if template is None and not own:
+        """The chat prompt from the template (see :meth:`_template`), rendered by the platform's sandboxed, bounded
+        renderer with the tokenizer's special tokens, as ``apply_chat_template`` would; tools described in a
+        system message when the template ignores them."""
+        tools = request.get("tools") or None
+        template = self._template(tools=bool(tools))
+        if not template:
             raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
                                  param="messages")
-        renders_tools = self._renders_tools()
+        renders_tools = template_renders_tools(template)
         messages = history_for_template(request["messages"], renders_tools)
-        tools = request.get("tools") or None
         if tools and not renders_tools:
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
-        with _template_errors():
-            text: str = tokenizer.apply_chat_template(
-                messages, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False,
-                **template_kwargs(request),
-            )
-        return text
+        return render(template, messages, tools=tools, special_tokens=special_tokens_of(self._tokenizer),
+                      template_kwargs=template_kwargs(request),
+                      limits=RenderLimits.for_context(self._max_model_len()))
 
     def _prompt_ids(self, kind: str, request: dict[str, Any]) -> list[int]:
         tokenizer = self._tokenizer
@@ -148,8 +144,7 @@ class TransformersEngine(BatchingEngine):
         return ids
 
     def _renders_tools(self) -> bool:
-        own = getattr(self._tokenizer, "chat_template", None)
-        return template_renders_tools(own or self.family.chat_template)
+        return template_renders_tools(self._template(tools=True))
 
     def _fallback_tool_format(self) -> ToolCallFormat | None:
         # a template that cannot render tools had them described with that very call shape (tool_prompt.py)
