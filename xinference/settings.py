@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "DEFAULT_TORCH_CPU_INDEX_URL",
+    "allowed_hosts",
     "api_keys",
     "busy_stream_interval",
     "cache_dir",
@@ -124,6 +125,14 @@ def api_keys() -> frozenset[str]:
     """``XINFERENCE_API_KEYS``: comma-separated keys; when set, every route needs ``Authorization: Bearer KEY``."""
     raw = os.environ.get("XINFERENCE_API_KEYS", "")
     return frozenset(key.strip() for key in raw.split(",") if key.strip())
+
+
+def allowed_hosts() -> tuple[str, ...]:
+    """``XINFERENCE_ALLOWED_HOSTS``: comma-separated names the API answers to besides localhost, IP addresses, the
+    name it is bound to and this machine's names (see ``api/host_guard.py``, a protection against DNS rebinding).
+    ``.example.com`` allows the domain and its subdomains; ``*`` allows any name (unsafe)."""
+    raw = os.environ.get("XINFERENCE_ALLOWED_HOSTS", "")
+    return tuple(name.strip() for name in raw.split(",") if name.strip())
 
 
 def _seconds(name: str, default: float) -> float:

@@ -61,7 +61,7 @@ def encoder_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def _client(infos: list[dict[str, Any]]) -> TestClient:
     app = create_app("127.0.0.1:1")
     app.state.models = _Models(infos)
-    return TestClient(app)  # no lifespan: no supervisor needed
+    return TestClient(app, base_url="http://127.0.0.1")  # no lifespan: no supervisor needed
 
 
 def test_the_listing_is_encoded_in_one_pass(encoder_calls: list[Any]) -> None:

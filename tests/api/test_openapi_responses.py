@@ -54,7 +54,7 @@ class _PassThrough:
 def test_bodies_are_not_revalidated_per_request() -> None:
     app = create_app("127.0.0.1:1")
     app.state.generation = _PassThrough()
-    client = TestClient(app)  # no lifespan: no supervisor needed
+    client = TestClient(app, base_url="http://127.0.0.1")  # no lifespan: no supervisor needed
     reply = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "Hi"}]})
     # had FastAPI validated the body against ChatCompletion, this would be a 500 (ResponseValidationError)
     assert reply.status_code == 200 and reply.json()["not"] == "a chat completion"

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from xinference import __version__, settings
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
+from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
 from xinference.api.route_cache import RouteTable
@@ -47,8 +48,11 @@ from xinference.core.supervisor import SupervisorActor
 __all__ = ["create_app"]
 
 
-def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) -> FastAPI:
-    """An API bound to the supervisor at ``supervisor_address`` (an xoscar address)."""
+def create_app(
+    supervisor_address: str, api_keys: frozenset[str] = frozenset(), bound_host: str | None = None
+) -> FastAPI:
+    """An API bound to the supervisor at ``supervisor_address`` (an xoscar address), served on ``bound_host`` (the
+    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -92,4 +96,8 @@ def create_app(supervisor_address: str, api_keys: frozenset[str] = frozenset()) 
     app.add_middleware(RouteLabelMiddleware)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
+    # Added last, so it runs first: a foreign Host is refused before keys, metrics or any route see the request.
+    policy = HostPolicy.for_server(bound_host, settings.allowed_hosts())
+    app.state.host_policy = policy
+    app.add_middleware(HostGuardMiddleware, policy=policy)
     return app

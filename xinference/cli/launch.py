@@ -15,7 +15,7 @@ import click
 from xinference.cli.options import client_session, connection_options, parse_engine_options
 from xinference.cli.output import ProgressBar, human_size
 from xinference.client import Client, ClientError
-from xinference.core.launch_request import CLI_OPTION_FIELDS
+from xinference.core.launch_request import CLI_OPTION_FIELDS, check_gpu_idx, check_n_gpu
 
 __all__ = ["launch", "rate_text"]
 
@@ -30,8 +30,11 @@ def _n_gpu(ctx: click.Context, param: click.Parameter, value: str) -> int | str 
         return "auto"
     if text in ("none", "null", "cpu"):
         return None
-    if text.lstrip("+").isdigit():
-        return int(text)
+    if text.lstrip("+").isascii() and text.lstrip("+").isdigit():
+        try:
+            return check_n_gpu(int(text))  # the API's own rule: a usage error here rather than a 400 there
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     raise click.BadParameter(f"{value!r} is not 'auto', 'none' or a number of GPUs")
 
 
@@ -39,11 +42,17 @@ def _gpu_idx(value: Any) -> int | list[int]:
     """``--gpu_idx 0,1`` (as the web UI's "same as CLI" line writes it): the API wants a list of ints, and the
     generic option parser leaves ``0,1`` a string. One index stays an int."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    words = [w.strip() for w in str(value).split(",")]
-    if not all(w.isascii() and w.isdigit() for w in words):
-        raise click.UsageError(f"--gpu_idx takes GPU indices separated by commas (e.g. 0,1), not {value!r}")
-    return [int(w) for w in words]
+        indices: int | list[int] = value
+    else:
+        words = [w.strip() for w in str(value).split(",")]
+        if not all(w.isascii() and w.isdigit() for w in words):
+            raise click.UsageError(f"--gpu_idx takes GPU indices separated by commas (e.g. 0,1), not {value!r}")
+        indices = [int(w) for w in words]
+    try:
+        check_gpu_idx(indices)  # the API's own rule (no duplicates, a sane range)
+    except ValueError as exc:
+        raise click.UsageError(f"--gpu_idx: {exc}") from None
+    return indices
 
 
 @click.command(

@@ -60,7 +60,7 @@ async def serve_api(
     supervisor_address: str, host: str, port: int, log_level: str
 ) -> tuple[ApiServer, asyncio.Task[None]]:
     """Start the HTTP API; returns once it listens (or raises why it could not, e.g. the port is taken)."""
-    app = create_app(supervisor_address, settings.api_keys())
+    app = create_app(supervisor_address, settings.api_keys(), bound_host=host)
     server = ApiServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"))
     serving = asyncio.create_task(server.serve())
     while not server.started and not serving.done():

@@ -12,6 +12,7 @@ from typing import Any
 
 from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
 from xinference.api.route_cache import RouteTable
+from xinference.errors import InvalidRequest
 from xinference.model.memory import CONTEXT_OPTIONS
 
 __all__ = ["ModelsService", "model_entry"]
@@ -58,9 +59,15 @@ class ModelsService:
         return {"model_uid": model_uid, "events": await self._supervisor.model_events(model_uid)}
 
     async def add_replicas(self, model_uid: str, body: AddReplicasRequest) -> dict[str, Any]:
-        result: dict[str, Any] = await self._supervisor.add_replicas(
-            model_uid, body.replica, body.n_gpu, body.worker_ip()
-        )
+        """Start ``body.replica`` more replicas. Placement names the worker it cannot find ``worker_ip``, a field
+        of launches; here the worker comes from ``replica_config``, so the error names that field instead."""
+        worker_ip = body.worker_ip()
+        try:
+            result: dict[str, Any] = await self._supervisor.add_replicas(model_uid, body.replica, body.n_gpu, worker_ip)
+        except InvalidRequest as exc:
+            if exc.param != "worker_ip":
+                raise
+            raise type(exc)(exc.message, param="replica_config") from None
         self._routes.invalidate()
         return result
 
