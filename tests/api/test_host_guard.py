@@ -190,3 +190,35 @@ def test_refusals_are_logged_once_per_name(plain_server: LocalServer) -> None:
         _call(plain_server, "GET", "/v1/models", "logged-once.example")
     log = plain_server.log()
     assert log.count("'logged-once.example'") == 1, log[-2000:]
+
+
+# -- cross-site requests: a page elsewhere may read nothing and change nothing ----------------------------------------
+def test_only_this_servers_own_pages_and_listed_names_may_change_things() -> None:
+    policy = HostPolicy.for_server("127.0.0.1", ("models.example", ".corp.example"))
+    assert policy.allows_origin("http://127.0.0.1:9997", "127.0.0.1:9997")  # the web UI itself
+    assert policy.allows_origin("http://LocalHost:9997", "localhost:9997")
+    assert not policy.allows_origin("http://localhost:3000", "localhost:9997")  # another local page
+    assert not policy.allows_origin("http://127.0.0.1:8080", "127.0.0.1:9997")
+    assert not policy.allows_origin(f"https://{EVIL}", "127.0.0.1:9997")
+    assert not policy.allows_origin("null", "127.0.0.1:9997") and not policy.allows_origin("file://", None)
+    assert policy.allows_origin("https://models.example", "127.0.0.1:9997")
+    assert policy.allows_origin("https://app.corp.example:8443", "127.0.0.1:9997")
+    assert not policy.allows_origin(f"http://{socket.gethostname()}:1234", "127.0.0.1:9997")  # not listed
+    assert HostPolicy.for_server("127.0.0.1", ("*",)).allows_origin(f"https://{EVIL}", None)
+
+
+def test_a_foreign_page_cannot_launch_or_register_but_may_read_nothing_new(plain_server: LocalServer) -> None:
+    """A form or a no-cors fetch from another page carries its Origin: a 403 before the route runs (before, a
+    text/plain body was all that stood between such a page and a launch, and only on recent FastAPI)."""
+    foreign = {"Origin": f"http://{EVIL}"}
+    for method, path in (("POST", "/v1/models"), ("DELETE", "/v1/models/anything"),
+                         ("POST", "/v1/model_registrations/LLM"), ("POST", "/v1/engines/vLLM/install")):
+        response = httpx.request(method, f"{plain_server.endpoint}{path}", headers=foreign,
+                                 json={"model_name": "smollm2-instruct"}, timeout=30)
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["error"]["code"] == "origin_not_allowed"
+    assert httpx.get(f"{plain_server.api}/models", headers=foreign, timeout=30).status_code == 200
+    own = {"Origin": plain_server.endpoint}  # the web UI's own requests
+    response = httpx.post(f"{plain_server.api}/models", headers=own, timeout=30,
+                          json={"model_name": "no-such-model", "model_engine": "llama.cpp"})
+    assert response.status_code == 404, response.text

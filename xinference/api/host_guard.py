@@ -20,6 +20,11 @@ Allowed names (the port is ignored, IPv6 literals come in brackets):
   ``*`` allows any name (unsafe: turns the protection off).
 
 A request without a ``Host`` header (HTTP/1.0) is allowed: a browser always sends one.
+
+Cross-site requests: a browser sends ``Origin`` with every POST, PUT, PATCH and DELETE. Such a request from a page
+that is not this server's own (another origin, or ``null``) gets a 403 too, unless the page's name is listed in
+``XINFERENCE_ALLOWED_HOSTS``: a page elsewhere must not launch models, register them or install engines on a local
+server, even blind. Programs (the SDKs, curl, the CLI) send no ``Origin`` and are not affected.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
 
 from xinference.api.errors import anthropic_error_body, error_body, uses_anthropic_shape
 
@@ -42,6 +48,8 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any]
 
 #: Addresses that mean "every interface": binding there says nothing about the names clients use.
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+#: Methods a page elsewhere may send (they change nothing); other methods carrying a foreign ``Origin`` are refused.
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: How many distinct refused names are logged (clients choose them, so the set must stay bounded).
 _LOGGED_LIMIT = 64
 
@@ -100,6 +108,8 @@ class HostPolicy:
     #: ``.example.com`` entries: the domain itself and its subdomains
     suffixes: tuple[str, ...] = ()
     any_host: bool = False
+    #: the names ``XINFERENCE_ALLOWED_HOSTS`` lists: the only other origins whose pages may change something
+    listed: frozenset[str] = frozenset()
 
     @classmethod
     def for_server(cls, bound_host: str | None, allowed: Iterable[str]) -> HostPolicy:
@@ -110,7 +120,24 @@ class HostPolicy:
         if bound not in _WILDCARDS and not _is_ip(bound.strip("[]")):
             names.add(bound)
         suffixes = tuple(e for e in entries if e.startswith(".") and e != ".")
-        return cls(frozenset(names), suffixes, any_host="*" in entries)
+        listed = frozenset(e for e in entries if not e.startswith(".") and e != "*")
+        return cls(frozenset(names), suffixes, any_host="*" in entries, listed=listed)
+
+    def allows_origin(self, origin: str, host: str | None) -> bool:
+        """Whether a browser page at ``origin`` may send a request that changes something (any method but GET,
+        HEAD and OPTIONS): a page of this server itself (``origin``'s host and port are the request's ``Host``),
+        or one whose name ``XINFERENCE_ALLOWED_HOSTS`` lists. A page elsewhere cannot read the answer (CORS is
+        closed), but without this it could still launch a model or install an engine with a form or a
+        ``no-cors`` fetch, which carry no API key only when none is needed."""
+        if self.any_host:
+            return True
+        parsed = urlsplit(origin.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            return False  # "null" (a sandboxed frame, a file:// page) or garbage
+        if host is not None and parsed.netloc.lower() == host.strip().lower():
+            return True
+        name = _normalize(parsed.hostname or "")
+        return name in self.listed or any(name == s[1:] or name.endswith(s) for s in self.suffixes)
 
     def allows(self, header: str | None) -> bool:
         """Whether a request carrying this ``Host`` value (``None``: no header) may be served."""
@@ -136,16 +163,26 @@ class HostGuardMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        hosts = [value.decode("latin-1") for name, value in scope.get("headers", ()) if name == b"host"]
+        headers = scope.get("headers", ())
+        hosts = [value.decode("latin-1") for name, value in headers if name == b"host"]
         refused = next((h for h in hosts if not self.policy.allows(h)), None)
         if refused is None:
-            await self.app(scope, receive, send)
+            origin = next((v.decode("latin-1") for n, v in headers if n == b"origin"), None)
+            if origin is None or scope.get("method", "GET") in _SAFE_METHODS or self.policy.allows_origin(
+                    origin, hosts[0] if hosts else None):
+                await self.app(scope, receive, send)
+                return
+            await self._refuse(scope, send, f"a request from the web page at {origin[:200]!r} may not change "
+                               "anything here (a protection against cross-site requests); add its name to "
+                               "XINFERENCE_ALLOWED_HOSTS to allow it", "origin_not_allowed")
             return
         self._log(refused)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # before accept: the server answers 403
             return
-        await self._refuse(scope, refused, send)
+        await self._refuse(scope, send, f"Host {refused[:200]!r} is not a name this server answers to (a protection "
+                           "against DNS rebinding); use localhost, an IP address or this machine's name, or add it "
+                           "to XINFERENCE_ALLOWED_HOSTS", "host_not_allowed")
 
     def _log(self, host: str) -> None:
         if host not in self._logged and len(self._logged) < _LOGGED_LIMIT:
@@ -154,13 +191,11 @@ class HostGuardMiddleware:
                            "XINFERENCE_ALLOWED_HOSTS", host[:200])
 
     @staticmethod
-    async def _refuse(scope: dict[str, Any], host: str, send: Any) -> None:
-        message = (f"Host {host[:200]!r} is not a name this server answers to (a protection against DNS rebinding); "
-                   "use localhost, an IP address or this machine's name, or add it to XINFERENCE_ALLOWED_HOSTS")
+    async def _refuse(scope: dict[str, Any], send: Any, message: str, code: str) -> None:
         if uses_anthropic_shape(scope.get("path", "")):
             payload = anthropic_error_body(message, 403)
         else:
-            payload = error_body(message, "permission_error", code="host_not_allowed")
+            payload = error_body(message, "permission_error", code=code)
         body = json.dumps(payload).encode()
         await send({"type": "http.response.start", "status": 403,
                     "headers": [(b"content-type", b"application/json"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,9 @@ def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
         raise InvalidRequest(f"{param} must be a duration like '10m', a number of seconds, or -1 (forever)",
                              param=param)
     if isinstance(value, (int, float)):
-        return FOREVER if value < 0 else float(value)
+        if value < 0:
+            return FOREVER
+        return _bounded(value, value, param)
     text = str(value).strip().lower()
     negative = text.startswith("-")
     body = text[1:] if negative else text
@@ -61,7 +64,24 @@ def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
                 f"{param} {str(value)[:40]!r} is not a duration: use e.g. '30s', '10m', '1h30m', a number of "
                 "seconds, 0 (unload after the current requests) or -1 (forever)", param=param) from None
         seconds = sum(float(n) * _UNITS[u] for n, u in pieces)
-    return FOREVER if negative else seconds
+    return FOREVER if negative else _bounded(seconds, value, param)
+
+
+#: The longest finite keep-alive (about 10 years): a longer one is a typo, and -1 says "forever".
+MAX_KEEP_ALIVE_SECONDS = 10 * 365 * 86400.0
+
+
+def _bounded(seconds: float, given: Any, param: str) -> float:
+    """``seconds`` as a float, or InvalidRequest for nan, infinity or more than ten years (a float too large for
+    the clock would fail later, far from the request that set it)."""
+    try:
+        number = float(seconds)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number > MAX_KEEP_ALIVE_SECONDS:
+        raise InvalidRequest(f"{param} {str(given)[:40]!r} is out of range: at most ten years, or -1 (forever)",
+                             param=param)
+    return number
 
 
 def describe_keep_alive(seconds: float | None) -> str:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from xinference.core.keepalive import parse_keep_alive
+from xinference.core.keepalive import MAX_KEEP_ALIVE_SECONDS, parse_keep_alive
 from xinference.errors import InvalidRequest
 
 __all__ = [
@@ -71,8 +71,6 @@ CLI_OPTION_FIELDS: frozenset[str] = frozenset(f.name for f in fields(LaunchReque
 
 #: GPUs per replica, and GPU indices, beyond which a value is taken for a mistake (no machine has that many).
 MAX_GPUS = 1024
-#: The longest finite keep-alive (about 10 years): a longer one is a typo, and -1 says "forever".
-MAX_KEEP_ALIVE_SECONDS = 10 * 365 * 86400.0
 #: A model size in billions as the catalog spells it (``7``, ``0_5``) or as people write it (``1.5``).
 _SIZE_TEXT = re.compile(r"\d{1,6}(?:[._]\d{1,6})?")
 
