@@ -40,8 +40,8 @@ test: dev chromium openblas
 
 # Unit and API tests without the slow engines: no test that starts its own model processes (slow), loads an
 # engine's weights in-process, runs a cluster or streams thousands of tokens (heavy). The API tests share one
-# server with the bundled GGUF model. No browser needed.
-test-fast: dev
+# server with the bundled GGUF model. The web UI's JavaScript unit tests run in Chromium (installed once).
+test-fast: dev chromium
 	$(BIN)/python -m pytest -m "not slow and not heavy" -q
 
 # The web UI's browser tests drive Debian's Chromium (never a browser download); installed once, as root.
