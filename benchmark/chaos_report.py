@@ -191,8 +191,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append("")
     if report.get("log_lines"):
         lines += ["## Platform warnings and errors", "",
-                  "From the supervisor's and the workers' logs, grouped with digits masked; one example each.", ""]
-        lines += table(["count", "line"], [[str(g["count"]), _code(g["line"])] for g in report["log_lines"]])
+                  "From the supervisor's and the workers' logs, grouped with digits masked; one example each; "
+                  "*when*: during the run, or once the final shutdown began.", ""]
+        lines += table(["count", "when", "line"], [[str(g["count"]), g.get("when", "run"), _code(g["line"])]
+                                                   for g in report["log_lines"]])
         lines.append("")
     if report.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in report["notes"]] + [""]

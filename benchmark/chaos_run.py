@@ -348,22 +348,33 @@ def _find_orphans(run: _Run, root: Path) -> list[dict[str, Any]]:
     return orphans(run.seen, alive, marked)
 
 
-def _log_lines(root: Path, limit: int = 15) -> list[dict[str, Any]]:
+def _logged_at(date: str, clock: str) -> float | None:
+    """Epoch seconds of a log line's ``asctime`` (local time, ``2026-01-01 08:00:00,123``)."""
+    try:
+        return time.mktime(time.strptime(f"{date} {clock.split(',')[0]}", "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _log_lines(root: Path, shutdown_at: float, limit: int = 15) -> list[dict[str, Any]]:
     """The platform's WARNING and ERROR log lines (supervisor and workers), grouped with their digits masked,
-    most frequent first, each with one example as written."""
-    groups: Counter[str] = Counter()
-    example: dict[str, str] = {}
+    most frequent first, each with one example as written; those logged once the shutdown began (epoch
+    ``shutdown_at``) are grouped apart, since a worker leaving then is expected."""
+    groups: Counter[tuple[str, str]] = Counter()
+    example: dict[tuple[str, str], str] = {}
     for log in sorted(root.glob("*/logs/*.log*")):
         with contextlib.suppress(OSError):
             for line in log.read_text(errors="replace").splitlines():
-                parts = line.split(" ", 2)
-                if len(parts) < 3 or not (parts[2].startswith("WARNING ") or parts[2].startswith("ERROR ")):
+                parts = line.split(" ", 3)
+                if len(parts) < 4 or parts[2] not in ("WARNING", "ERROR"):
                     continue
-                text = f"{log.parent.parent.name}: {parts[2]}"
-                key = _NUMBERS.sub("N", text)[:200]
+                logged = _logged_at(parts[0], parts[1])
+                when = "shutdown" if logged is not None and logged >= int(shutdown_at) else "run"
+                text = f"{log.parent.parent.name}: {parts[2]} {parts[3]}"
+                key = (when, _NUMBERS.sub("N", text)[:200])
                 groups[key] += 1
                 example.setdefault(key, text[:400])
-    return [{"count": count, "line": example[key]} for key, count in groups.most_common(limit)]
+    return [{"count": count, "when": key[0], "line": example[key]} for key, count in groups.most_common(limit)]
 
 
 def _copy_logs(root: Path, dest: Path) -> None:
@@ -419,10 +430,11 @@ def chaos(args: argparse.Namespace) -> dict[str, Any]:
             asyncio.run(_drive(run, plan))
             events = _events(cluster.endpoint)
         finally:
+            shutdown_at = time.time()
             late = cluster.stop()
         found = _find_orphans(run, root)
         reaped = LoopbackCluster.reap([o["pid"] for o in found], {o["pid"]: o["start"] for o in found})
-        log_lines = _log_lines(root)
+        log_lines = _log_lines(root, shutdown_at)
         if args.keep_logs is not None:
             _copy_logs(root, args.keep_logs)
     _settle_kills(run)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import psutil
@@ -29,7 +30,7 @@ from benchmark.chaos import (
     status_changes,
 )
 from benchmark.chaos_report import criteria, failure_groups, latency, render_markdown, verdict
-from benchmark.chaos_run import _scan_ours
+from benchmark.chaos_run import _log_lines, _scan_ours
 
 
 # -- the kill schedule -----------------------------------------------------------------------------------------
@@ -291,3 +292,20 @@ def test_latency_percentiles_of_successes() -> None:
     streams = latency(_report(), "chat_stream")
     assert (streams["e2e_p99"], streams["ttft_p90"]) == (0.5, 0.2)
     assert latency(_report(requests=[]), "chat")["e2e_p50"] is None
+
+
+def test_log_lines_group_warnings_and_set_the_shutdown_apart(tmp_path: Any) -> None:
+    logs = tmp_path / "worker-0" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "worker.log").write_text(
+        "2026-01-01 08:00:00,001 INFO xinference.core.worker: replica chaos-chat-0 serving\n"
+        "2026-01-01 08:00:05,002 WARNING xinference.core.worker: replica chaos-chat-0 died (code -9)\n"
+        "2026-01-01 08:00:35,003 WARNING xinference.core.worker: replica chaos-chat-1 died (code -9)\n"
+        "2026-01-01 08:01:00,004 ERROR xinference.core.worker: restart 1 of chaos-chat-1 failed\n"
+        "2026-01-01 08:05:00,005 WARNING xinference.cluster: worker 127.0.0.1:5 left the cluster\n"
+        "a traceback line WARNING without a timestamp\n")
+    shutdown = time.mktime(time.strptime("2026-01-01 08:04:59", "%Y-%m-%d %H:%M:%S"))
+    lines = _log_lines(tmp_path, shutdown)
+    assert [(g["count"], g["when"]) for g in lines] == [(2, "run"), (1, "run"), (1, "shutdown")]
+    assert lines[0]["line"] == "worker-0: WARNING xinference.core.worker: replica chaos-chat-0 died (code -9)"
+    assert lines[1]["line"].startswith("worker-0: ERROR") and "left the cluster" in lines[2]["line"]
