@@ -22,6 +22,7 @@ __all__ = [
     "StreamTrace",
     "back_at",
     "classify_stream",
+    "failure_pause",
     "failures_by_kill",
     "first_success_after",
     "is_ours",
@@ -91,6 +92,7 @@ class StreamTrace:
     transport_error: str | None = None
     timed_out: bool = False
     body: str = ""
+    retry_after: str | None = None
 
     def feed(self, line: str) -> None:
         """One line of the event stream (``data: ...``; other lines and blank separators are ignored)."""
@@ -150,10 +152,22 @@ class RequestRecord:
     status: int = 0
     message: str = ""
     ttft: float | None = None
+    retry_after: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.outcome in ("ok", "complete")
+
+
+def failure_pause(retry_after: str | None, default: float = 0.5, cap: float = 5.0) -> float:
+    """Seconds a client waits after a failed request before its next one: the answer's ``Retry-After`` (seconds)
+    when it gave one, else ``default``, never more than ``cap``. A client that retried at once would turn one
+    outage into thousands of failures, counting the client's speed rather than the platform's."""
+    try:
+        wait = float(retry_after) if retry_after is not None else default
+    except ValueError:
+        wait = default
+    return min(max(wait, 0.0), cap)
 
 
 @dataclass

@@ -40,6 +40,7 @@ from benchmark.chaos import (
     StreamTrace,
     back_at,
     classify_stream,
+    failure_pause,
     failures_by_kill,
     first_success_after,
     is_ours,
@@ -107,7 +108,7 @@ async def _chat(run: _Run, client: httpx.AsyncClient, body: dict[str, Any]) -> R
     if response.status_code == 200 and (response.json().get("choices") or [{}])[0].get("message"):
         return RequestRecord("chat", start, end, "ok", 200)
     return RequestRecord("chat", start, end, f"http_{response.status_code}", response.status_code,
-                         _error_message(response.text))
+                         _error_message(response.text), retry_after=response.headers.get("retry-after"))
 
 
 async def _read_stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any], trace: StreamTrace,
@@ -119,6 +120,7 @@ async def _read_stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any
         trace.status = response.status_code
         if response.status_code != 200:
             trace.body = (await response.aread()).decode(errors="replace")
+            trace.retry_after = response.headers.get("retry-after")
             return None
         async for line in response.aiter_lines():
             trace.feed(line)
@@ -143,7 +145,8 @@ async def _stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any]) ->
                "hang": f"no end within {run.args.stream_timeout:g}s after {trace.chunks} chunk(s)"}.get(ending, "")
     if trace.data_after_done:
         message += " (data after [DONE])"
-    return RequestRecord("chat_stream", start, run.now(), ending, trace.status, message[:300], ttft)
+    return RequestRecord("chat_stream", start, run.now(), ending, trace.status, message[:300], ttft,
+                         trace.retry_after)
 
 
 async def _client_loop(run: _Run, client: httpx.AsyncClient, seed: int, deadline: float) -> None:
@@ -152,7 +155,10 @@ async def _client_loop(run: _Run, client: httpx.AsyncClient, seed: int, deadline
         run.counter += 1
         body = {"model": CHAT_UID, "messages": _messages(rng, run.counter), "max_tokens": run.args.max_tokens}
         send = _stream if rng.random() < run.args.stream_share else _chat
-        run.records.append(await send(run, client, body))
+        record = await send(run, client, body)
+        run.records.append(record)
+        if not record.ok:
+            await asyncio.sleep(failure_pause(record.retry_after))
 
 
 # -- watching the model and the processes ----------------------------------------------------------------------

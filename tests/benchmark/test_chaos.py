@@ -21,6 +21,7 @@ from benchmark.chaos import (
     StreamTrace,
     back_at,
     classify_stream,
+    failure_pause,
     failures_by_kill,
     first_success_after,
     is_ours,
@@ -178,6 +179,13 @@ def test_status_changes_keep_only_transitions() -> None:
              ModelSnapshot(2.0, "degraded", (2, 3)), ModelSnapshot(2.5, "ready", (2, 3))]
     assert [s.t for s in status_changes(snaps)] == [0.0, 1.0, 2.0, 2.5]
     assert status_changes([]) == []
+
+
+def test_a_failed_client_waits_as_told_before_its_next_request() -> None:
+    assert failure_pause("3") == 3.0
+    assert failure_pause(None) == 0.5
+    assert failure_pause("garbage") == 0.5
+    assert failure_pause("600") == 5.0 and failure_pause("-1") == 0.0
 
 
 # -- orphans ---------------------------------------------------------------------------------------------------
