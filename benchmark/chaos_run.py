@@ -150,7 +150,8 @@ async def _stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any]) ->
 
 
 async def _client_loop(run: _Run, client: httpx.AsyncClient, seed: int, deadline: float) -> None:
-    rng = random.Random(seed)
+    """One client: a streamed or plain chat after another until the deadline, pausing after a failure."""
+    rng = random.Random(run.args.seed * 1000 + seed)
     while time.monotonic() < deadline:
         run.counter += 1
         body = {"model": CHAT_UID, "messages": _messages(rng, run.counter), "max_tokens": run.args.max_tokens}

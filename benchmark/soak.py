@@ -13,6 +13,10 @@ fifth (warm-up); after shutdown, any process of the server's tree still alive. W
 ``results/soak.json``; exits 1 when there was an error or a leftover process.
 
     python -m benchmark.soak --minutes 10 --concurrency 16
+
+``--chaos`` runs the chaos soak instead: the chat load on a real cluster (a supervisor and two workers as
+processes) while model and worker processes are killed with SIGKILL (:mod:`benchmark.chaos_run`; results in
+``results/chaos.md``).
 """
 
 from __future__ import annotations
@@ -461,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "writes results/chaos.md and chaos.json (see benchmark/chaos_run.py)")
     chaos.add_argument("--chaos", action="store_true")
     chaos.add_argument("--kill-seconds", type=float, default=60.0, help="seconds between two kills")
-    chaos.add_argument("--seed", type=int, default=1, help="seed of the kill schedule and of the prompts")
+    chaos.add_argument("--seed", type=int, default=1,
+                       help="seed of the kill schedule and of the clients' prompts and stream/plain choices")
     chaos.add_argument("--workers", type=int, default=2, help="workers, and replicas of the chat model")
     chaos.add_argument("--worker-share", type=float, default=0.5,
                        help="probability that a kill takes a worker process rather than a model process")
