@@ -13,6 +13,10 @@ fifth (warm-up); after shutdown, any process of the server's tree still alive. W
 ``results/soak.json``; exits 1 when there was an error or a leftover process.
 
     python -m benchmark.soak --minutes 10 --concurrency 16
+
+``--chaos`` runs the chaos soak instead: the chat load on a real cluster (a supervisor and two workers as
+processes) while model and worker processes are killed with SIGKILL (:mod:`benchmark.chaos_run`; results in
+``results/chaos.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import psutil
 
 from benchmark._proc import Platform, http_client, launch_model, start_platform, terminate_model
 
-__all__ = ["ProcessSeries", "least_squares_slope", "main", "render_markdown", "summarize_series", "verdict"]
+__all__ = ["ProcessSeries", "leak_suspects", "least_squares_slope", "main", "render_markdown", "start_time",
+           "summarize_series", "verdict"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CHAT_MODEL, CHAT_UID = "smollm2-instruct", "soak-chat"
@@ -271,7 +276,7 @@ def _sample_once(run: _Run) -> None:
     for proc in run.platform.tree():
         try:
             with proc.oneshot():
-                key = (proc.pid, _start_time(proc))
+                key = (proc.pid, start_time(proc))
                 rss = proc.memory_info().rss / 2**20
                 fds = proc.num_fds() if hasattr(proc, "num_fds") else None
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -287,7 +292,7 @@ def _sample_once(run: _Run) -> None:
             series.exited_at = now
 
 
-def _start_time(proc: psutil.Process) -> float:
+def start_time(proc: psutil.Process) -> float:
     """When ``proc`` started: on Linux its ``starttime`` in clock ticks since boot (``/proc/<pid>/stat``), which
     unlike psutil's wall-clock ``create_time()`` does not move when the kernel's ``btime`` moves; elsewhere
     ``create_time()``."""
@@ -384,7 +389,7 @@ def _leftovers(run: _Run) -> list[dict[str, Any]]:
     left = []
     for (pid, created), series in run.series.items():
         with contextlib.suppress(psutil.NoSuchProcess):
-            if _start_time(psutil.Process(pid)) == created:
+            if start_time(psutil.Process(pid)) == created:
                 left.append({"pid": pid, "label": series.label})
     return left
 
@@ -454,7 +459,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-threads", type=int, default=1,
                         help="llama.cpp threads per model; 0 = the platform's default (all usable cores)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    chaos = parser.add_argument_group(
+        "chaos mode", "--chaos runs a cluster (supervisor + --workers workers, one chat replica on each) instead of "
+        "xinference-local, and SIGKILLs a model or worker process every --kill-seconds (no embeddings, no churn); "
+        "writes results/chaos.md and chaos.json (see benchmark/chaos_run.py)")
+    chaos.add_argument("--chaos", action="store_true")
+    chaos.add_argument("--kill-seconds", type=float, default=60.0, help="seconds between two kills")
+    chaos.add_argument("--seed", type=int, default=1,
+                       help="seed of the kill schedule and of the clients' prompts and stream/plain choices")
+    chaos.add_argument("--workers", type=int, default=2, help="workers, and replicas of the chat model")
+    chaos.add_argument("--worker-share", type=float, default=0.5,
+                       help="probability that a kill takes a worker process rather than a model process")
+    chaos.add_argument("--stream-share", type=float, default=0.5, help="share of requests that are streamed")
+    chaos.add_argument("--stream-timeout", type=float, default=60.0,
+                       help="a stream not ended by then is counted as a hang")
+    chaos.add_argument("--request-timeout", type=float, default=120.0, help="client timeout of a plain request")
+    chaos.add_argument("--restart-delay", type=float, default=1.0,
+                       help="seconds before a killed worker is started again (systemd's RestartSec)")
+    chaos.add_argument("--orphan-grace", type=float, default=10.0,
+                       help="seconds a dead worker's model processes, and the cluster after SIGTERM, get to exit")
+    chaos.add_argument("--recovery-wait", type=float, default=120.0,
+                       help="after the load, seconds to wait for the last kill to heal before shutting down")
+    chaos.add_argument("--settle-seconds", type=float, default=20.0,
+                       help="then watch this long, past a worker's heartbeat timeout, for a relapse")
+    chaos.add_argument("--keep-logs", type=Path, default=None,
+                       help="copy every node's logs here after the run (the cluster's home is temporary)")
     args = parser.parse_args(argv)
+    if args.chaos:
+        return _chaos_main(args)
     report = soak(args)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -462,6 +494,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = verdict(report)
     print(render_markdown(report))
     return 1 if failed else 0
+
+
+def _chaos_main(args: argparse.Namespace) -> int:
+    """The chaos mode: imported here, since it needs a cluster's worth of modules the plain soak does not."""
+    from benchmark.chaos_report import render_markdown as render_chaos
+    from benchmark.chaos_report import verdict as chaos_verdict
+    from benchmark.chaos_run import chaos
+
+    report = chaos(args)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "chaos.json").write_text(json.dumps(report, indent=2) + "\n")
+    text = render_chaos(report)
+    (args.out_dir / "chaos.md").write_text(text)
+    print(text)
+    return 1 if chaos_verdict(report) else 0
 
 
 if __name__ == "__main__":
