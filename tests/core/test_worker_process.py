@@ -176,3 +176,38 @@ def test_a_cancel_before_the_model_process_exists_stops_the_launch(monkeypatch: 
     assert outcome is not None and "was cancelled" in str(outcome)
     assert created == [] and pool.removed == ["sub:9"]
     assert worker._replicas == {}
+
+
+@pytest.mark.parametrize(("served", "restarted"), [(31.0, True), (5.0, False)])
+def test_a_replica_that_served_a_while_gets_its_restart_budget_back(served: float, restarted: bool,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """The budget counted every restart of a replica's life: a replica killed a 4th time, days apart, was given up
+    on (found by the chaos soak). Now only restarts in a row count, as a crash loop makes them."""
+    monkeypatch.setenv("XINFERENCE_MODEL_RESTARTS", "3")
+    worker = WorkerActor(main_pool=_SlowPool())
+    told: list[tuple[Any, ...]] = []
+    spawned: list[str] = []
+
+    async def tell(method: str, *args: Any) -> None:
+        told.append((method, *args))
+
+    async def spawn(replica: _Replica) -> None:
+        spawned.append(replica.replica_uid)
+
+    async def remove(replica: _Replica, why: str | None = None) -> None:
+        return None
+
+    monkeypatch.setattr(worker, "_tell_supervisor", tell)
+    monkeypatch.setattr(worker, "_spawn", spawn)
+    monkeypatch.setattr(worker, "_remove_process", remove)
+    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log", {"model_uid": "m"}, restarts=3)
+    worker._replicas["m-0"] = replica
+
+    async def scenario() -> None:
+        replica.serving_since = asyncio.get_running_loop().time() - served
+        await worker._recover(replica, -9)
+
+    asyncio.run(scenario())
+    assert (spawned == ["m-0"]) is restarted
+    assert any("gave up" in str(t) for t in told) is not restarted

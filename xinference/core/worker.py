@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 LOG_TAIL_LINES = 15
 #: Seconds between two health checks of a replica whose engine has one (a managed server process).
 HEALTH_INTERVAL_S = 5.0
+#: A replica that served this long since its last (re)start gets its whole restart budget back: the budget stops a
+#: crash loop (a process that dies while or soon after loading), not a replica that dies now and then over days
+RESTART_BUDGET_RESET_S = 30.0
 _ABS_PATH = re.compile(r"(?<![\w.])(/[^\s:'\"()\[\],]+)+")
 
 
@@ -63,7 +66,10 @@ class _Replica:
     log_path: Path
     plan: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: restarts in a row: set back to 0 once the replica has served ``RESTART_BUDGET_RESET_S`` since its last start
     restarts: int = 0
+    #: loop time when its process last started serving
+    serving_since: float = 0.0
     restarting: bool = False
     checking: bool = False
     last_health: float = 0.0
@@ -245,6 +251,7 @@ class WorkerActor(xo.StatelessActor):
             ref = await xo.create_actor(ModelActor, replica.plan, address=address, uid=ModelActor.default_uid())
             self._raise_if_cancelled(replica)
             replica.facts = await ref.load()
+            replica.serving_since = asyncio.get_running_loop().time()
         except LaunchFailed as exc:
             await self._remove_process(replica)
             raise LaunchFailed(self._with_log(exc.message, replica.log_path), param=exc.param) from None
@@ -331,6 +338,9 @@ class WorkerActor(xo.StatelessActor):
         await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid, message)
         await self._remove_process(replica, None if reason is None else
                                    f"replica {replica.replica_uid} is restarting after a failed health check: {reason}")
+        served = asyncio.get_running_loop().time() - replica.serving_since
+        if replica.serving_since and served >= RESTART_BUDGET_RESET_S:
+            replica.restarts = 0  # it served a while: this death is not part of a crash loop
         while replica.restarts < settings.model_restart_limit() and replica.replica_uid in self._replicas:
             replica.restarts += 1
             try:
