@@ -163,6 +163,14 @@ def worker_call_timeout() -> float:
     return _seconds("XINFERENCE_WORKER_CALL_TIMEOUT", 30.0)
 
 
+def replica_connect_timeout() -> float:
+    """``XINFERENCE_REPLICA_CONNECT_TIMEOUT``: seconds the API gives a replica it has no connection to yet to accept
+    one, while another replica could serve the request instead (default 0.5: a connection on a LAN opens in well
+    under a millisecond, and a replica that does not answer is skipped in time for the request to be served
+    elsewhere within a second). See ``api/route_cache.py``."""
+    return _seconds("XINFERENCE_REPLICA_CONNECT_TIMEOUT", 0.5)
+
+
 def model_restart_limit() -> int:
     """``XINFERENCE_MODEL_RESTARTS``: how many times a worker restarts a replica whose process died (default 3)."""
     try:
