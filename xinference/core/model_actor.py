@@ -121,7 +121,7 @@ def redirect_output_to(path: str) -> None:
     )
 
 
-async def _exit_when_orphaned(parent: int, interval: float = 1.0) -> None:
+async def _exit_when_orphaned(parent: int, interval: float = 0.2) -> None:
     """A model process outlives its worker only by accident (the worker was killed): then it exits, within about
     ``interval`` seconds, instead of holding memory and a GPU nobody can reach."""
     while True:
