@@ -75,9 +75,9 @@ def ensure_env(engine: str, folder: Path | None = None) -> Path:
     found = engine_python(engine, folder)
     if found is not None:
         return found
-    from xinference.core.hardware import detect_hardware
     from xinference.engines import envs
     from xinference.engines.registry import get_engine_class
+    from xinference.hardware import detect_hardware
 
     cls = get_engine_class(engine)
     recipe = cls.env_recipe(detect_hardware())

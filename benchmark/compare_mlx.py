@@ -65,8 +65,8 @@ def run_mlx_compare(config: CompareConfig = DEFAULTS, workdir: Path | None = Non
 
 
 def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
-    from xinference.core.hardware import detect_hardware
     from xinference.engines.mlx.runtime import config_overrides, find_openblas
+    from xinference.hardware import detect_hardware
 
     python = _engines.ensure_env(ENGINE)
     weights = converted_smollm2()

@@ -181,8 +181,8 @@ class Scale:
 
 
 def _hardware() -> dict[str, Any]:
-    from xinference.core.hardware import detect_hardware
-    from xinference.model.matcher import library_verdicts
+    from xinference.engines.matcher import library_verdicts
+    from xinference.hardware import detect_hardware
 
     report = detect_hardware().model_dump(mode="json")
     report.update({"ram_total_bytes": 1 << 40, "ram_free_bytes": 1 << 40, "cpu_count": 64, "gpus": []})
@@ -222,7 +222,7 @@ async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
     import httpx
     from fastapi import FastAPI
 
-    from xinference.api.route_cache import RouteTable
+    from xinference.api.gateway.routes import RouteTable
     from xinference.api.routers.models import attach_router
     from xinference.api.serving.models import ModelsService
 

@@ -30,9 +30,9 @@ def ensure_engine_env(engine: str) -> Path:
     """Install ``engine``'s environment under :data:`ENGINE_ENVS_DIR` unless it is there already (the same code
     path as ``xinference engine install``); returns that folder, to pass as ``XINFERENCE_ENVS_DIR``. An install
     that fails raises: tests that need a real engine fail rather than skip."""
-    from xinference.core.hardware import detect_hardware
     from xinference.engines import envs
     from xinference.engines.registry import get_engine_class
+    from xinference.hardware import detect_hardware
 
     cls = get_engine_class(engine)
     recipe = cls.env_recipe(detect_hardware())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xinference.core.hardware import GpuInfo, HardwareInfo
+from xinference.hardware import GpuInfo, HardwareInfo
 
 GIB = 1 << 30
 

@@ -121,6 +121,43 @@ def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
     assert circles == [], "folders that import each other"
 
 
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """No circle of modules at all (a circle inside one folder is one too: it is how the supervisor and the worker
+    once imported each other's classes for their actor uids)."""
+    edges = _edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    assert circles == []
+
+
 def test_every_package_path_the_docs_name_exists() -> None:
     """``xinference/...`` paths and ``core/x.py``-style paths in README.md and doc/*.md name real files or
     folders (a moved file leaves the docs wrong otherwise)."""

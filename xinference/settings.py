@@ -167,7 +167,7 @@ def replica_connect_timeout() -> float:
     """``XINFERENCE_REPLICA_CONNECT_TIMEOUT``: seconds the API gives a replica it has no connection to yet to accept
     one, while another replica could serve the request instead (default 0.5: a connection on a LAN opens in well
     under a millisecond, and a replica that does not answer is skipped in time for the request to be served
-    elsewhere within a second). See ``api/route_cache.py``."""
+    elsewhere within a second). See ``api/gateway/routes.py``."""
     return _seconds("XINFERENCE_REPLICA_CONNECT_TIMEOUT", 0.5)
 
 
@@ -234,7 +234,7 @@ def stale_stream_seconds() -> float:
 def keep_alive_default() -> str | None:
     """``XINFERENCE_KEEP_ALIVE``: how long a model stays loaded after its last request when its launch names no
     ``keep_alive`` (Ollama's syntax: ``"10m"``, ``"1h30m"``, seconds, ``-1`` forever, ``0`` unload after the
-    current requests). Unset: forever. Parsed by :func:`xinference.core.keepalive.parse_keep_alive`."""
+    current requests). Unset: forever. Parsed by :func:`xinference.api.gateway.keepalive.parse_keep_alive`."""
     return os.environ.get("XINFERENCE_KEEP_ALIVE") or None
 
 

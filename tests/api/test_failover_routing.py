@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import xoscar as xo
 
-import xinference.api.route_cache as route_cache
-from xinference.api.route_cache import Replica, Route, RouteTable
+import xinference.api.gateway.routes as route_cache
+from xinference.api.gateway.routes import Replica, Route, RouteTable
 from xinference.core.reachability import probe_connect
 from xinference.errors import ReplicaUnreachable
 

@@ -7,8 +7,8 @@ import pytest
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
 from xinference.api.protocol.models import LaunchModelRequest
 from xinference.api.sse import DONE_FRAME, encode_frames
-from xinference.core.worker import scrub_paths
 from xinference.errors import UnsupportedOption
+from xinference.logtail import scrub_paths
 
 OFFICIAL_CLIENT_PAYLOAD = {
     "model_uid": None, "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "peft_model_config": None,

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from xinference.api.route_cache import Replica, Route, RouteTable
+from xinference.api.gateway.routes import Replica, Route, RouteTable
 from xinference.api.serving.generation import GenerationService
 from xinference.errors import EngineError
 

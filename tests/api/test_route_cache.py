@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from xinference.api.route_cache import RouteTable
+from xinference.api.gateway.routes import RouteTable
 from xinference.errors import ModelNotFound
 
 _ROUTE = {"model_type": "LLM", "model_ability": ["chat"], "status": "ready", "replicas": ["127.0.0.1:1"]}

@@ -10,7 +10,7 @@ import asyncio
 import gc
 from typing import Any
 
-from xinference.api.route_cache import Replica, Route, RouteTable
+from xinference.api.gateway.routes import Replica, Route, RouteTable
 from xinference.api.serving.generation import GenerationService
 
 

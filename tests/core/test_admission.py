@@ -1,4 +1,5 @@
-"""Admission gates (``core/admission.py``) and keep-alive durations (``core/keepalive.py``), without a server."""
+"""Admission gates (``api/gateway/admission.py``) and keep-alive durations (``core/launch.py``), without a
+server."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import asyncio
 
 import pytest
 
-from xinference.core.admission import Admission, Gate, Ticket, slots_of
-from xinference.core.keepalive import describe_keep_alive, parse_keep_alive
+from xinference.api.gateway.admission import Admission, Gate, Ticket
+from xinference.core.launch import describe_keep_alive, parse_keep_alive, slots_of
 from xinference.errors import InvalidRequest, TooManyRequests
 
 

@@ -23,10 +23,10 @@ from tests.core.test_hardware import (
     _install_fake_nvidia_smi,
     needs_fake_nvidia_smi,
 )
-from xinference.core.hardware import detect_hardware, reset_nvidia_probe
-from xinference.core.hardware import nvidia as nvidia_probe
-from xinference.core.hardware.nvidia import GpuUtilization, detect_nvidia_utilization, parse_nvidia_smi_utilization
 from xinference.core.resources import machine_usage
+from xinference.hardware import detect_hardware, reset_nvidia_probe
+from xinference.hardware import nvidia as nvidia_probe
+from xinference.hardware.nvidia import GpuUtilization, detect_nvidia_utilization, parse_nvidia_smi_utilization
 
 
 @pytest.fixture(autouse=True)

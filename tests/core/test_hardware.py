@@ -1,4 +1,4 @@
-"""Tests for per-worker hardware detection (xinference.core.hardware).
+"""Tests for per-worker hardware detection (xinference.hardware).
 
 This machine has no GPU, so the ``nvidia-smi`` subprocess path is exercised end to end with a clearly named
 stand-in: a tiny shell script placed on ``PATH`` from a ``fake_nvidia_smi_bin`` tmp directory that prints
@@ -23,7 +23,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from xinference.core.hardware import (
+from xinference.hardware import (
     GpuInfo,
     HardwareInfo,
     detect_hardware,
@@ -32,8 +32,8 @@ from xinference.core.hardware import (
     parse_nvidia_smi_csv,
     reset_nvidia_probe,
 )
-from xinference.core.hardware import nvidia as nvidia_probe
-from xinference.core.hardware.host import normalize_arch
+from xinference.hardware import nvidia as nvidia_probe
+from xinference.hardware.host import normalize_arch
 
 MIB = 1024**2
 GIB = 1024**3

@@ -1,4 +1,4 @@
-"""When keep-alive's idle clock starts (``core/keepalive.py``), without a server: a model's idle time counts from
+"""When keep-alive's idle clock starts (``api/gateway/keepalive.py``), without a server: a model's idle time counts from
 its last request, but never from before it last started serving. Otherwise a model whose load took longer than its
 keep-alive (a load on demand whose requests got 503 after ``XINFERENCE_LOAD_TIMEOUT``, or ``POST .../load`` long
 after the last request) was unloaded the moment it was up, and a client retrying after ``Retry-After`` started
@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from xinference.api.route_cache import Route
-from xinference.core.admission import Admission
-from xinference.core.keepalive import KeepAlive
+from xinference.api.gateway.admission import Admission
+from xinference.api.gateway.keepalive import KeepAlive
+from xinference.api.gateway.routes import Route
 
 KEEP = 2.0
 

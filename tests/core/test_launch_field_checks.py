@@ -1,4 +1,4 @@
-"""The values each launch field takes (``core/launch_request.py``): the one rule the API's request models and the
+"""The values each launch field takes (``core/launch.py``): the one rule the API's request models and the
 CLI both apply, so placement, the registry and keep-alive never see a value they cannot handle."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from xinference.core.launch_request import (
+from xinference.core.launch import (
     MAX_GPUS,
     MAX_KEEP_ALIVE_SECONDS,
     check_gpu_idx,

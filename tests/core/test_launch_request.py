@@ -1,4 +1,4 @@
-"""The launch fields are defined once (``core/launch_request.py``) and the API protocol, the supervisor and the CLI
+"""The launch fields are defined once (``core/launch.py``) and the API protocol, the supervisor and the CLI
 all follow that definition."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from xinference.api.protocol.models import LaunchModelRequest
-from xinference.core.launch_request import CLI_OPTION_FIELDS, LAUNCH_FIELDS, LaunchRequest
+from xinference.core.launch import CLI_OPTION_FIELDS, LAUNCH_FIELDS, LaunchRequest
 from xinference.core.supervisor.records import LaunchRequest as RecordsLaunchRequest
 
 

@@ -29,7 +29,7 @@ PYTORCH = next(s for s in SMOLLM2.model_specs if s.model_format == "pytorch")
 
 
 def _plan(uid: str, engine: str, model_path: Path) -> dict[str, Any]:
-    from xinference.core.hardware import detect_hardware
+    from xinference.hardware import detect_hardware
 
     return {"model_uid": uid, "replica_uid": f"{uid}-0", "model_engine": engine,
             "family": SMOLLM2.model_dump(mode="json"), "spec": PYTORCH.model_dump(mode="json"),

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from tests.machines import linux
-from xinference.core.hardware import HardwareInfo
 from xinference.core.placement import Placement, WorkerView, parse_gpu_idx, place_replicas
 from xinference.errors import InvalidRequest
+from xinference.hardware import HardwareInfo
 
 
 def hw(gpus: int = 0, ram_free: int = 16) -> HardwareInfo:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from tests.machines import linux
-from xinference.core.hardware import HardwareInfo
 from xinference.core.ledger import Ledger
 from xinference.core.placement import Placement, WorkerView, worker_views
 from xinference.core.supervisor import booking as booking_module
 from xinference.core.supervisor.booking import Booker
 from xinference.core.supervisor.records import LaunchRequest, WorkerEntry
 from xinference.errors import InvalidRequest
+from xinference.hardware import HardwareInfo
 
 
 def _gpus(count: int) -> HardwareInfo:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.machines import GIB, linux
-from xinference.core.hardware import HardwareInfo
 from xinference.core.supervisor.inspect import InspectMixin
 from xinference.errors import ModelNotFound
+from xinference.hardware import HardwareInfo
 
 
 @dataclass

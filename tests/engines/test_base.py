@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines.base import ChunkStream
 from xinference.engines.llama_cpp.config import ALL_LAYERS, DEFAULT_CPU_SLOTS, MAX_DEFAULT_CTX, LlamaCppConfig
 from xinference.engines.llama_cpp.engine import LlamaCppEngine, error_from_llama
+from xinference.engines.matcher import choose_engine
 from xinference.engines.registry import get_engine_class, resolve_engine_name
 from xinference.errors import ContextLengthExceeded, EngineError, EngineRejected, InvalidRequest
-from xinference.model.matcher import choose_engine
+from xinference.hardware import detect_hardware
 from xinference.model.registry import ModelRegistry
 
 

@@ -4,7 +4,7 @@ the engine's declared names, as ``ManagedServerEngine.refresh_stats`` does at ev
 
 from __future__ import annotations
 
-from xinference.engines.managed import ManagedServerEngine, parse_metrics
+from xinference.engines.managed.engine import ManagedServerEngine, parse_metrics
 from xinference.engines.sglang.engine import SGLangEngine
 from xinference.engines.vllm.engine import VLLMEngine
 

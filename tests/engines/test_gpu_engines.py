@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from xinference.engines.libcheck import check_library, version_tuple
+from xinference.engines.envs.libcheck import check_library, version_tuple
 from xinference.engines.mlx.engine import MLXEngine
 from xinference.engines.registry import get_engine_class
 from xinference.engines.sglang.engine import SGLangEngine

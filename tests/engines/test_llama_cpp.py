@@ -9,9 +9,9 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.errors import ContextLengthExceeded
+from xinference.hardware import detect_hardware
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 

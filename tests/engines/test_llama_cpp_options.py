@@ -10,11 +10,11 @@ import pytest
 
 from tests.machines import GIB, linux, mac
 from xinference.cli.options import parse_engine_options
-from xinference.core.hardware import detect_hardware
 from xinference.engines.llama_cpp.config import ALL_LAYERS, estimate_gpu_layers
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.params_tree import load_tree
 from xinference.errors import InvalidRequest
+from xinference.hardware import detect_hardware
 from xinference.model.download import resolve_model_path
 from xinference.model.gguf_info import read_gguf_info
 from xinference.model.registry import ModelRegistry

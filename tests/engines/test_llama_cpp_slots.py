@@ -10,10 +10,10 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines.base import ChunkStream
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
+from xinference.hardware import detect_hardware
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 

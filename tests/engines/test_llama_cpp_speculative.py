@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.speculative import plan_speculation
 from xinference.errors import InvalidRequest
+from xinference.hardware import detect_hardware
 from xinference.model.download import resolve_model_path
 from xinference.model.draft import DraftAttachment, check_draft_compatible
 from xinference.model.registry import ModelRegistry

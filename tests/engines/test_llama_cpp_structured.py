@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.errors import InvalidRequest, UnsupportedOption
+from xinference.hardware import detect_hardware
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 from xinference.model.spec import ModelFamily

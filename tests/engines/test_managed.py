@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from xinference.engines.managed import error_from_server, parse_metrics
-from xinference.engines.managed_process import ServerProcess
-from xinference.engines.managed_tools import forced_tool_call
+from xinference.engines.managed.engine import error_from_server, parse_metrics
+from xinference.engines.managed.process import ServerProcess
+from xinference.engines.managed.tools import forced_tool_call
 from xinference.errors import ContextLengthExceeded, EngineError, InvalidRequest, ModelUnavailable
 
 # A stand-in server: writes its pid, starts a child in its group and a grandchild that leaves the group (setsid),
@@ -73,7 +73,7 @@ def test_kill_9_of_the_model_process_leaves_no_server_process(tmp_path: Path) ->
     # The "model process": starts the server through the runner, then waits to be killed.
     model_code = textwrap.dedent(f"""
         import sys, time
-        from xinference.engines.managed_process import ServerProcess
+        from xinference.engines.managed.process import ServerProcess
         server = ServerProcess("stand-in", [sys.executable, "-c", {_TREE!r}, {str(pids_file)!r}], {{}},
                                log_path=__import__("pathlib").Path({str(tmp_path / "server.log")!r}))
         server.start()

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from tests.machines import linux
 from xinference.engines.base import Verdict
-from xinference.engines.managed import ManagedServerEngine
-from xinference.engines.managed_process import ServerProcess, root_cause
+from xinference.engines.managed.engine import ManagedServerEngine
+from xinference.engines.managed.process import ServerProcess, root_cause
 from xinference.errors import LaunchFailed
 from xinference.model.registry import ModelRegistry
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from xinference.engines.managed_sse import open_sse
+from xinference.engines.managed.sse import open_sse
 
 
 def _chunked(parts: list[bytes]) -> bytes:

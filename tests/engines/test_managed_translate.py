@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.machines import linux
-from xinference.engines.managed import server_template_kwargs
+from xinference.engines.managed.engine import server_template_kwargs
 from xinference.engines.sglang.engine import SGLangEngine
 from xinference.engines.sglang.prompt import ChatPrompt, special_tokens
 from xinference.engines.vllm.engine import VLLMEngine

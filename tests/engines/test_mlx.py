@@ -25,13 +25,13 @@ import pytest
 
 from tests.conftest import ENGINE_ENVS_DIR, LocalServer, ensure_engine_env, start_local_server
 from tests.machines import linux, mac
-from xinference.core.hardware import HardwareInfo
 from xinference.engines.continuous.loop import held_back
 from xinference.engines.mlx.config import MLXConfig
 from xinference.engines.mlx.engine import MLXEngine
 from xinference.engines.mlx.runtime import config_overrides, find_openblas
 from xinference.engines.registry import ENGINE_ORDER, engine_order
 from xinference.errors import ContextLengthExceeded, InvalidRequest, UnsupportedOption
+from xinference.hardware import HardwareInfo
 from xinference.model.registry import ModelRegistry
 
 REGISTRY = ModelRegistry()

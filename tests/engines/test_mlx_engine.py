@@ -20,10 +20,10 @@ if importlib.util.find_spec("mlx_lm") is None:  # not imported here: mlx must lo
     pytest.skip("mlx-lm is not importable here (run with the MLX env's Python)", allow_module_level=True)
 
 from benchmark._weights import converted_smollm2  # noqa: E402
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.mlx.engine import MLXEngine  # noqa: E402
 from xinference.engines.mlx.runtime import config_overrides  # noqa: E402
 from xinference.errors import ContextLengthExceeded, InvalidRequest, UnsupportedOption  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},

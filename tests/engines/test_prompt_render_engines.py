@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.llama_cpp.engine import LlamaCppEngine  # noqa: E402
-from xinference.engines.managed import server_template_kwargs  # noqa: E402
+from xinference.engines.managed.engine import server_template_kwargs  # noqa: E402
 from xinference.engines.mlx.engine import MLXEngine  # noqa: E402
 from xinference.engines.sglang.prompt import ChatPrompt  # noqa: E402
 from xinference.engines.transformers.engine import TransformersEngine  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.prompt_render import ChatTemplateError, TemplateLimitExceeded  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 

@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("sentence_transformers")
 
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.sentence_transformers.batcher import Batcher  # noqa: E402
 from xinference.engines.sentence_transformers.engine import SentenceTransformersEngine  # noqa: E402
 from xinference.errors import InvalidRequest, WrongModelType  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.download import resolve_model_path  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 from xinference.model.spec import ModelFamily  # noqa: E402

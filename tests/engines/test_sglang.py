@@ -26,12 +26,13 @@ pytest.importorskip("gguf")
 
 from benchmark._weights import converted_smollm2  # noqa: E402
 from tests.conftest import ENGINE_ENVS_DIR, ensure_engine_env  # noqa: E402
-from xinference.core.hardware import detect_hardware  # noqa: E402
-from xinference.engines import envs, managed  # noqa: E402
+from xinference.engines import envs  # noqa: E402
 from xinference.engines.base import Engine, Verdict  # noqa: E402
+from xinference.engines.managed import engine as managed  # noqa: E402
 from xinference.engines.sglang.engine import SGLangEngine  # noqa: E402
 from xinference.engines.vllm.engine import VLLMEngine  # noqa: E402
 from xinference.errors import ContextLengthExceeded, EngineError, InvalidRequest  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,9 @@ pytest.importorskip("gguf")
 
 from benchmark._weights import converted_smollm2  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.transformers.engine import TransformersEngine  # noqa: E402
 from xinference.errors import ContextLengthExceeded, UnsupportedOption  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
 QUESTION = [{"role": "system", "content": "You are a helpful assistant."},

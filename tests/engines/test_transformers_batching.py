@@ -18,11 +18,11 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from benchmark._weights import converted_smollm2  # noqa: E402
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.continuous.detokenize import IncrementalDecoder  # noqa: E402
 from xinference.engines.transformers.batching import SamplingParams, Scheduler, Sequence  # noqa: E402
 from xinference.engines.transformers.engine import TransformersEngine  # noqa: E402
 from xinference.errors import XinferenceError  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
 TRICKY = [

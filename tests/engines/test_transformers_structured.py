@@ -16,9 +16,9 @@ pytest.importorskip("llguidance")
 jsonschema = pytest.importorskip("jsonschema")
 
 from benchmark._weights import converted_smollm2  # noqa: E402
-from xinference.core.hardware import detect_hardware  # noqa: E402
 from xinference.engines.transformers.engine import TransformersEngine  # noqa: E402
 from xinference.errors import InvalidRequest  # noqa: E402
+from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 from xinference.model.spec import ModelFamily  # noqa: E402
 

@@ -161,8 +161,8 @@ def test_auto_tools_without_a_parser_are_refused_clearly() -> None:
 
 
 def test_on_a_cpu_vllm_is_a_fallback_after_llama_cpp() -> None:
+    from xinference.engines.matcher import choose_engine
     from xinference.engines.registry import ENGINE_ORDER, engine_order
-    from xinference.model.matcher import choose_engine
 
     order = engine_order(CPU)
     assert order.index("llama.cpp") < order.index("vLLM") < order.index("Transformers")

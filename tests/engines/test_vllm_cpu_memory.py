@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.machines import linux
+from xinference.engines.memory import check_fit
 from xinference.engines.vllm import cpu_memory
 from xinference.engines.vllm.config import ResolvedVLLMConfig
 from xinference.engines.vllm.cpu_memory import CPU_RUNTIME_BYTES, KV_SHARE, NodeMemory, plan_cpu_memory
 from xinference.engines.vllm.engine import VLLMEngine
 from xinference.errors import InvalidRequest
-from xinference.model.memory import check_fit
 from xinference.model.registry import ModelRegistry
 
 GIB = 1 << 30

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.machines import linux, mac
-from xinference.core.hardware import HardwareInfo
+from xinference.engines.matcher import choose_engine, engine_table
 from xinference.engines.registry import ENGINE_ORDER
-from xinference.model.matcher import choose_engine, engine_table
+from xinference.hardware import HardwareInfo
 from xinference.model.registry import ModelRegistry
 
 CPU_LINUX = linux()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.machines import linux
-from xinference.model.memory import (
+from xinference.engines.memory import (
     GIB,
     available_memory,
     check_fit,

@@ -12,10 +12,11 @@ from fastapi import FastAPI
 from xinference import __version__, settings
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
+from xinference.api.gateway.keepalive import KeepAlive
+from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
-from xinference.api.route_cache import RouteTable
 from xinference.api.routers import (
     cache,
     chat_templates,
@@ -42,7 +43,6 @@ from xinference.api.serving.registrations import RegistrationsService
 from xinference.api.serving.rerank import RerankService
 from xinference.api.serving.response_store import ResponseStore
 from xinference.api.serving.responses import ResponsesService
-from xinference.core.keepalive import KeepAlive
 from xinference.core.supervisor import SupervisorActor
 
 __all__ = ["create_app"]

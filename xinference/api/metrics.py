@@ -5,7 +5,7 @@ Two kinds of series:
 - **Per request**, kept in this API process (every model request of the cluster passes through it): requests by
   outcome and route, errors by type, refusals, prompt and generation tokens, and the time-to-first-token,
   inter-token, end-to-end and queue-time histograms. They are recorded once per request, when its admission
-  ticket is left (``core/admission.py``), from a few timestamps and the response's ``usage``: nothing per token.
+  ticket is left (``api/gateway/admission.py``), from a few timestamps and the response's ``usage``: nothing per token.
   The inter-token latency is each stream's mean gap between tokens after the first, observed once per stream.
 - **At scrape time**, read then: running and waiting requests and the limits (the admission gates), each model's
   status, replicas and load duration (the supervisor), every worker's CPU, memory and GPUs with each replica's
@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from xinference.core.admission import Ticket, current_route
+from xinference.api.gateway.admission import Ticket, current_route
 
 __all__ = ["MODEL_STATUSES", "Metrics", "RouteLabelMiddleware", "attach_router", "observe_batch", "with_usage"]
 
@@ -105,7 +105,7 @@ class Metrics:
         self.queue_time = Histogram("xinference:request_queue_time_seconds", "Time admitted requests waited for a "
                                     "free slot.", labels, buckets=_LATENCY_BUCKETS, registry=reg)
 
-    # -- MetricsSink (called by core/admission.py) -------------------------------------------------------------
+    # -- MetricsSink (called by api/gateway/admission.py) -------------------------------------------------------------
     def finished(self, ticket: Ticket) -> None:
         """Record a request whose ticket was left: a handful of counter and histogram updates."""
         model, engine = ticket.model, ticket.engine

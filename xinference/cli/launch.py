@@ -15,11 +15,11 @@ import click
 from xinference.cli.options import client_session, connection_options, parse_engine_options
 from xinference.cli.output import ProgressBar, human_size
 from xinference.client import Client, ClientError
-from xinference.core.launch_request import CLI_OPTION_FIELDS, check_gpu_idx, check_n_gpu
+from xinference.core.launch import CLI_OPTION_FIELDS, check_gpu_idx, check_n_gpu
 
 __all__ = ["launch", "rate_text"]
 
-#: Names ``launch`` sets itself; given as engine options they would be ambiguous (one list: core/launch_request.py).
+#: Names ``launch`` sets itself; given as engine options they would be ambiguous (one list: core/launch.py).
 _LAUNCH_FIELDS = CLI_OPTION_FIELDS
 
 

@@ -22,7 +22,7 @@ from typing import Callable
 
 import psutil
 
-from xinference.core.hardware.host import usable_cpu_count
+from xinference.hardware.host import usable_cpu_count
 
 __all__ = ["CpuHeadroom", "cgroup_usage_seconds"]
 

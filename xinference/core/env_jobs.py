@@ -13,10 +13,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from xinference.core.hardware import detect_hardware
 from xinference.engines import envs
 from xinference.engines.registry import get_engine_class, resolve_engine_name
 from xinference.errors import InvalidRequest, XinferenceError
+from xinference.hardware import detect_hardware
 
 __all__ = ["EnvJobs"]
 

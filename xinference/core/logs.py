@@ -27,7 +27,7 @@ def read_log(path: Path, tail: int = DEFAULT_TAIL_LINES, since: int | None = Non
     Returns ``{"lines", "offset", "size", "truncated", "reset"}``: ``offset`` is where the next follow-up read
     starts; ``truncated`` says older text exists that was not returned. A missing file reads as empty (a replica
     whose process has not written yet)."""
-    from xinference.core.worker import scrub_paths
+    from xinference.logtail import scrub_paths
 
     tail = max(0, min(int(tail), MAX_TAIL_LINES))
     try:

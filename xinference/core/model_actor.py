@@ -27,14 +27,16 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
 from xinference import settings
 from xinference.core.cpu_headroom import CpuHeadroom
+from xinference.core.launch import LaunchPlan
 from xinference.core.load_progress import LoadProgress
+from xinference.core.refs import MODEL_UID
 from xinference.engines.base import ChunkStream, Engine, wait_any
 from xinference.errors import (
     EngineError,
@@ -46,7 +48,7 @@ from xinference.errors import (
     XinferenceError,
 )
 
-__all__ = ["GATHER_WINDOW_SECONDS", "PULL_WAIT_SECONDS", "STALE_STREAM_SECONDS", "LaunchPlan", "ModelActor", "Pulled"]
+__all__ = ["GATHER_WINDOW_SECONDS", "PULL_WAIT_SECONDS", "STALE_STREAM_SECONDS", "ModelActor", "Pulled"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,34 +69,6 @@ _ENDED_MEMORY = 256
 _ANSWER_GRACE_SECONDS = 1.0
 #: Environment variable the worker sets for the subprocess: where its stdout/stderr (engine output too) go.
 LOG_ENV = "XINFERENCE_MODEL_LOG"
-
-
-@dataclass
-class LaunchPlan:
-    """Everything a model subprocess needs to load one replica; built by the supervisor, sent as a dict."""
-
-    model_uid: str
-    replica_uid: str
-    model_engine: str
-    family: dict[str, Any]
-    spec: dict[str, Any]
-    quantization: str
-    engine_config: dict[str, Any]
-    hardware: dict[str, Any] = field(default_factory=dict)
-    #: Local weights given at launch (override the spec's sources) and the hub chosen at launch, if any.
-    model_path: str | None = None
-    download_hub: str | None = None
-    #: GPUs of the worker this replica may use (the worker sets the device visibility of the subprocess).
-    gpu_indices: list[int] = field(default_factory=list)
-    #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
-    draft: dict[str, Any] | None = None
-    #: the launch this replica belongs to and the supervisor incarnation that placed it: what the supervisor judges a
-    #: reported replica by (``core/supervisor/membership.py``); empty in plans saved before they existed
-    launch_id: str = ""
-    incarnation: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -181,7 +155,7 @@ class ModelActor(xo.StatelessActor):
 
     @classmethod
     def default_uid(cls) -> str:
-        return "model"
+        return MODEL_UID
 
     async def __post_create__(self) -> None:
         log_path = os.environ.get(LOG_ENV)
@@ -197,8 +171,8 @@ class ModelActor(xo.StatelessActor):
 
     async def load(self) -> dict[str, Any]:
         """Find the weights and load the engine; returns what the engine resolved (for ``describe``)."""
-        from xinference.core.hardware import HardwareInfo
         from xinference.engines.registry import get_engine_class
+        from xinference.hardware import HardwareInfo
         from xinference.model.download import resolve_model_path
         from xinference.model.spec import ModelFamily, ModelSpec
 

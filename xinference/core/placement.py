@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from xinference.core.hardware import HardwareInfo
 from xinference.errors import InvalidRequest
+from xinference.hardware import HardwareInfo
 
 __all__ = ["Placement", "WorkerView", "parse_gpu_idx", "place_replicas", "worker_views"]
 

@@ -2,7 +2,7 @@
 
 Read with psutil when the supervisor's metrics ask (at scrape time, never on the request path). A replica's
 figures include its children: a managed engine (vLLM, SGLang) runs its server as a child of the model process.
-GPU busy comes from the hardware probe (:func:`xinference.core.hardware.nvidia.detect_nvidia_utilization`: NVML,
+GPU busy comes from the hardware probe (:func:`xinference.hardware.nvidia.detect_nvidia_utilization`: NVML,
 else ``nvidia-smi`` at most once per its refresh period).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from xinference.core.hardware.nvidia import detect_nvidia_utilization
+from xinference.hardware.nvidia import detect_nvidia_utilization
 
 __all__ = ["machine_usage"]
 

@@ -12,8 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import re
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,41 +22,24 @@ from xinference import settings
 from xinference.core.background import BackgroundTasks, FailureStreak
 from xinference.core.env_jobs import EnvJobs
 from xinference.core.exit_watch import ExitWatch
-from xinference.core.hardware import detect_hardware
 from xinference.core.model_actor import LOG_ENV, ModelActor
+from xinference.core.refs import WORKER_UID, replica_ref, supervisor_ref
 from xinference.engines import envs
 from xinference.engines.base import Engine
 from xinference.engines.registry import get_engine_class
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
+from xinference.hardware import detect_hardware
+from xinference.logtail import log_tail
 
-__all__ = ["WorkerActor", "log_tail", "scrub_paths"]
+__all__ = ["WorkerActor"]
 
 logger = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 15
 #: Seconds between two health checks of a replica whose engine has one (a managed server process).
 HEALTH_INTERVAL_S = 5.0
 #: A replica that served this long since its last (re)start gets its whole restart budget back: the budget stops a
 #: crash loop (a process that dies while or soon after loading), not a replica that dies now and then over days
 RESTART_BUDGET_RESET_S = 30.0
-_ABS_PATH = re.compile(r"(?<![\w.])(/[^\s:'\"()\[\],]+)+")
-
-
-def scrub_paths(text: str) -> str:
-    """Replace absolute local paths by their last component: error texts leave the machine, paths should not."""
-    return _ABS_PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` non-empty lines of a model log, paths scrubbed; empty when there is no log."""
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as handle:
-            tail = deque((line.rstrip() for line in handle if line.strip()), maxlen=lines)
-    except OSError:
-        return ""
-    return scrub_paths("\n".join(tail))
-
-
 @dataclass
 class _Replica:
     replica_uid: str
@@ -104,13 +85,11 @@ class WorkerActor(xo.StatelessActor):
 
     @classmethod
     def default_uid(cls) -> str:
-        return "worker"
+        return WORKER_UID
 
     async def __post_create__(self) -> None:
         if self._supervisor_address:
-            from xinference.core.supervisor import SupervisorActor
-
-            self._supervisor = await xo.actor_ref(address=self._supervisor_address, uid=SupervisorActor.default_uid())
+            self._supervisor = await supervisor_ref(self._supervisor_address)
             await self._register([])
             self._tasks.spawn(self._heartbeat(), "heartbeat")
         self._tasks.spawn(self._watch_replicas(), "watch-replicas")
@@ -180,7 +159,7 @@ class WorkerActor(xo.StatelessActor):
     async def hardware(self) -> dict[str, Any]:
         """Fresh hardware facts (free memory changes as models come and go), with every engine's library verdict on
         this machine, so the supervisor matches engines against what this worker has installed."""
-        from xinference.model.matcher import library_verdicts
+        from xinference.engines.matcher import library_verdicts
 
         def detect() -> dict[str, Any]:
             return {**detect_hardware().model_dump(mode="json"), "engines": library_verdicts()}
@@ -277,7 +256,7 @@ class WorkerActor(xo.StatelessActor):
             cls = get_engine_class(plan["model_engine"])
         except XinferenceError:
             return None, {}
-        from xinference.core.hardware import HardwareInfo
+        from xinference.hardware import HardwareInfo
 
         hardware = HardwareInfo.model_validate(plan["hardware"]) if plan.get("hardware") else detect_hardware()
         recipe = cls.env_recipe(hardware)
@@ -493,7 +472,7 @@ class WorkerActor(xo.StatelessActor):
 
     @staticmethod
     async def _model_ref(address: str) -> Any:
-        return await xo.actor_ref(address=address, uid=ModelActor.default_uid())
+        return await replica_ref(address)
 
     def _exit_code(self, address: str, pid: int | None = None) -> int | None:
         return self._exits.exit_code(address, pid)

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ValidationError
 from xinference.errors import InvalidRequest, WrongModelType, XinferenceError
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
     from xinference.engines.envs import EnvRecipe
-    from xinference.model.memory import MemoryEstimate
+    from xinference.engines.memory import MemoryEstimate
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["ChunkStream", "Engine", "Verdict", "wait_any"]
@@ -316,7 +316,7 @@ class Engine(abc.ABC):
         """What one replica will take (weights + KV cache + runtime), checked against the worker's free memory
         before anything starts. The default sizes the KV cache from the context the launch asks for through
         ``context_option``; engines that reserve memory their own way (vLLM) override it."""
-        from xinference.model.memory import estimate_memory, launch_context, local_weights_bytes
+        from xinference.engines.memory import estimate_memory, launch_context, local_weights_bytes
 
         options = (cls.context_option,) if cls.context_option else ()
         return estimate_memory(family, spec, quantization, launch_context(family, engine_kwargs, options),

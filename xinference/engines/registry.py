@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from xinference.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
     from xinference.engines.base import Engine
+    from xinference.hardware import HardwareInfo
 
 __all__ = ["ENGINE_ORDER", "engine_names", "engine_order", "get_engine_class", "resolve_engine_name"]
 

@@ -3,7 +3,7 @@
 Each type accepts exactly the JSON values that mean something for its field and refuses the rest with a message
 saying what the field takes, so the API answers a 400 naming the field instead of coercing (``"2"`` or ``true`` as a
 number of replicas) or letting a wrong value reach placement (where ``n_gpu: "two"`` was an assertion and
-``n_gpu: -3`` sliced the GPU list). The rules themselves live in ``core/launch_request.py``, shared with the CLI.
+``n_gpu: -3`` sliced the GPU list). The rules themselves live in ``core/launch.py``, shared with the CLI.
 Declared types are kept for the OpenAPI document.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Callable, Literal
 from pydantic import PlainValidator
 from pydantic_core import PydanticCustomError
 
-from xinference.core.launch_request import check_gpu_idx, check_keep_alive, check_model_size, check_n_gpu
+from xinference.core.launch import check_gpu_idx, check_keep_alive, check_model_size, check_n_gpu
 
 __all__ = ["GpuIdx", "KeepAlive", "ModelSize", "NGpu", "refuse"]
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from xinference.api.protocol.common import OpenAIRequest, ResponseBody
 from xinference.api.protocol.launch_fields import GpuIdx, KeepAlive, ModelSize, NGpu, refuse
 from xinference.api.protocol.registrations import MODEL_TYPES
-from xinference.core.launch_request import LAUNCH_FIELDS
+from xinference.core.launch import LAUNCH_FIELDS
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.spec import validate_model_name
 
@@ -121,7 +121,7 @@ class LaunchModelRequest(OpenAIRequest):
             # dotted names reach nested engine parameters (llama.cpp's ``sampling.top_k``)
             if not all(part.isidentifier() for part in key.split(".")):
                 raise InvalidRequest(f"invalid launch option name {key[:60]!r}", param=key)
-        launch = {name: getattr(self, name) for name in LAUNCH_FIELDS}  # the one list: core/launch_request.py
+        launch = {name: getattr(self, name) for name in LAUNCH_FIELDS}  # the one list: core/launch.py
         return {**launch, "engine_kwargs": extra, "worker_ip": self.worker_ip or None}
 
 

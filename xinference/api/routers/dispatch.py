@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Awaitable, Union
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import Request
 
-from xinference.api.disconnect import until_disconnect
+from xinference.api.gateway.disconnect import until_disconnect
 
 __all__ = ["CLIENT_GONE", "answer", "respond", "streamed_200"]
 

@@ -1,7 +1,7 @@
 """Operations routes (issue 12): devices, launch history, and unloading or loading a model by hand.
 
 ``GET /metrics`` lives with its instruments in ``api/metrics.py``; keep-alive's automatic unload and load on
-demand in ``core/keepalive.py``. These routes only read or ask the supervisor.
+demand in ``api/gateway/keepalive.py``. These routes only read or ask the supervisor.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from xinference.api.gateway.keep_alive import note_keep_alive
+from xinference.api.gateway.routes import Route, RouteTable
 from xinference.api.protocol.embeddings import EmbeddingRequest
-from xinference.api.route_cache import Route, RouteTable
-from xinference.api.serving.keep_alive import note_keep_alive
 from xinference.errors import WrongModelType
 
 __all__ = ["EmbeddingService", "check_model_type"]

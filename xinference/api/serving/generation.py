@@ -5,7 +5,7 @@ code; once a stream has started, a failure is sent as an error frame followed by
 the platform ended (an unload, a scale-down, a restart, a replica that stopped answering: the error names which),
 so a cut answer never ends like a whole one. A client that goes
 away mid-stream makes the model actor abort the request, which frees the engine's slot. The chunks of every
-stream open on one replica are pulled by that replica's pump (:mod:`xinference.api.serving.pump`).
+stream open on one replica are pulled by that replica's pump (:mod:`xinference.api.gateway.pump`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any, AsyncIterator, Literal, Union
 
 from xinference import settings
 from xinference.api.errors import error_frame
+from xinference.api.gateway.admission import Ticket
+from xinference.api.gateway.keep_alive import note_keep_alive
+from xinference.api.gateway.pump import ReplicaPump
+from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
 from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
-from xinference.api.route_cache import Replica, Route, RouteTable, model_call
-from xinference.api.serving.keep_alive import note_keep_alive
-from xinference.api.serving.pump import ReplicaPump
 from xinference.api.sse import DONE_FRAME, encode_frames
-from xinference.core.admission import Ticket
 from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
 
 __all__ = ["GenerationService"]

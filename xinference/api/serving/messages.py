@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, AsyncIterator
 
 from xinference.api.errors import anthropic_error_event
+from xinference.api.gateway.routes import RouteTable
 from xinference.api.protocol.anthropic import CountTokensRequest, MessagesRequest
-from xinference.api.route_cache import RouteTable
 from xinference.api.serving.generation import GenerationService
 from xinference.api.serving.messages_stream import MessageStream, message_from_chat
 from xinference.api.serving.translated import open_chat, relay_events

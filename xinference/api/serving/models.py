@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from xinference.api.gateway.routes import RouteTable
 from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
-from xinference.api.route_cache import RouteTable
+from xinference.engines.memory import CONTEXT_OPTIONS
 from xinference.errors import InvalidRequest
-from xinference.model.memory import CONTEXT_OPTIONS
 
 __all__ = ["ModelsService", "model_entry"]
 

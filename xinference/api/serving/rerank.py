@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from xinference.api.gateway.keep_alive import note_keep_alive
+from xinference.api.gateway.routes import RouteTable
 from xinference.api.protocol.rerank import RerankRequest
-from xinference.api.route_cache import RouteTable
 from xinference.api.serving.embeddings import check_model_type
-from xinference.api.serving.keep_alive import note_keep_alive
 
 __all__ = ["RerankService"]
 

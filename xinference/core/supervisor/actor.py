@@ -22,9 +22,10 @@ import xoscar as xo
 
 from xinference import settings
 from xinference.core.background import BackgroundTasks
+from xinference.core.launch import LaunchPlan
 from xinference.core.ledger import Ledger
-from xinference.core.model_actor import LaunchPlan
 from xinference.core.placement import Placement
+from xinference.core.refs import SUPERVISOR_UID
 from xinference.core.supervisor.autostart import AutostartMixin
 from xinference.core.supervisor.booking import Booker
 from xinference.core.supervisor.cache import CacheMixin
@@ -36,6 +37,7 @@ from xinference.core.supervisor.membership import MembershipMixin
 from xinference.core.supervisor.records import FOLLOWS_REPLICAS, LaunchRequest, ModelRecord, Replica, WorkerEntry
 from xinference.core.supervisor.tombstones import Tombstones
 from xinference.core.supervisor.usage import UsageMixin
+from xinference.engines.matcher import choose_engine
 from xinference.engines.registry import get_engine_class
 from xinference.errors import (
     InvalidRequest,
@@ -47,7 +49,6 @@ from xinference.errors import (
 )
 from xinference.model.custom import RegistrationStore
 from xinference.model.draft import plan_draft
-from xinference.model.matcher import choose_engine
 from xinference.model.registry import ModelRegistry, SpecChoice
 from xinference.model.spec import ModelFamily, validate_model_name
 
@@ -84,7 +85,7 @@ class SupervisorActor(MembershipMixin, CatalogMixin, CacheMixin, InspectMixin, E
 
     @classmethod
     def default_uid(cls) -> str:
-        return "supervisor"
+        return SUPERVISOR_UID
 
     async def __post_create__(self) -> None:
         self._background.spawn(self._watch_workers(), "watch-workers")

@@ -18,15 +18,15 @@ import logging
 from collections.abc import Iterable
 
 from xinference import settings
-from xinference.core.hardware import HardwareInfo
-from xinference.core.launch_request import LaunchRequest
+from xinference.core.launch import LaunchRequest
 from xinference.core.ledger import Ledger
 from xinference.core.placement import Placement, parse_gpu_idx, place_replicas, worker_views
 from xinference.core.supervisor.records import ModelRecord, WorkerEntry
+from xinference.engines.matcher import match_engine
+from xinference.engines.memory import check_fit
 from xinference.engines.registry import get_engine_class
 from xinference.errors import InvalidRequest, ModelUnavailable
-from xinference.model.matcher import match_engine
-from xinference.model.memory import check_fit
+from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 
 __all__ = ["HARDWARE_TIMEOUT_S", "Booker"]

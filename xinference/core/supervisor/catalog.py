@@ -6,9 +6,9 @@ import asyncio
 import logging
 from typing import Any
 
+from xinference.engines.matcher import engine_table
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.download import local_path
-from xinference.model.matcher import engine_table
 from xinference.model.registry import ModelRegistry
 from xinference.model.spec import ModelFamily
 

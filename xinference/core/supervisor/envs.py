@@ -53,7 +53,7 @@ class EnvsMixin:
         return results
 
     async def _refresh_worker_hardware(self, worker: Any) -> None:
-        from xinference.core.hardware import HardwareInfo
+        from xinference.hardware import HardwareInfo
 
         report = await worker.call("hardware", timeout=settings.worker_call_timeout())
         worker.hardware = HardwareInfo.model_validate(report)

@@ -3,7 +3,7 @@
 A mixin of SupervisorActor. An unloaded model keeps its record (uid, engine, spec, options, events) with status
 ``unloaded`` and no replica: its processes have ended, so its memory and GPUs are free. ``load_model`` places and
 starts its replicas again from the launch request it kept, exactly as the first launch did. The API decides when
-(``xinference/core/keepalive.py``); these methods only do it, once at a time per model.
+(``xinference/api/gateway/keepalive.py``); these methods only do it, once at a time per model.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from xinference import settings
-from xinference.core.keepalive import describe_keep_alive, parse_keep_alive
+from xinference.core.launch import describe_keep_alive, parse_keep_alive
 from xinference.core.supervisor.booking import Booker
 from xinference.core.supervisor.records import LaunchRequest, ModelRecord
 from xinference.errors import InvalidRequest, ModelNotFound, ModelUnavailable, XinferenceError

@@ -18,14 +18,13 @@ import logging
 import time
 from typing import Any
 
-import xoscar as xo
-
 from xinference import settings
-from xinference.core.hardware import HardwareInfo
+from xinference.core.launch import LaunchPlan
 from xinference.core.ledger import Ledger, LedgerConflict
-from xinference.core.model_actor import LaunchPlan
+from xinference.core.refs import worker_ref
 from xinference.core.supervisor.records import ModelRecord, Replica, WorkerEntry
 from xinference.core.supervisor.tombstones import Tombstones
+from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 from xinference.model.spec import ModelFamily, ModelSpec
 
@@ -51,9 +50,7 @@ class MembershipMixin:
         replicas it runs. Returns ``{"kill": {replica_uid: reason}}``: the reported replicas it must stop, because
         their launch was terminated or replaced meanwhile, or their model has all its replicas already; the others
         are adopted. Replicas the supervisor placed there before that the worker no longer reports are gone."""
-        from xinference.core.worker import WorkerActor
-
-        ref = await xo.actor_ref(address=address, uid=WorkerActor.default_uid())
+        ref = await worker_ref(address)
         previous = self._workers.get(address)
         if previous is not None:
             previous.gone.set()  # calls waiting on the old registration end; the new one takes over

@@ -9,10 +9,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from xinference.core.admission import slots_of
-from xinference.core.hardware import HardwareInfo
-from xinference.core.launch_request import LaunchRequest
+from xinference.core.launch import LaunchRequest, slots_of
 from xinference.errors import ModelUnavailable
+from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 
 __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]

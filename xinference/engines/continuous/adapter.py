@@ -5,8 +5,8 @@ sequences in the decode loop, and from their output back to a response or a stre
 and reasoning, hands one sequence per choice to the engine's :class:`~.loop.DecodeLoop`, and shapes what comes back
 (:mod:`.outputs`). A subclass loads the model, encodes prompts (its own chat template handling) and makes its
 sequences (its own sampling state). A non-streamed call that is cancelled (its client went away, see
-``xinference/api/disconnect.py``) marks its sequences abandoned and wakes the loop, which takes them out of the batch
-at the next step; a streamed one is abandoned by cancelling its :class:`ChunkStream`.
+``xinference/api/gateway/disconnect.py``) marks its sequences abandoned and wakes the loop, which takes them out of
+the batch at the next step; a streamed one is abandoned by cancelling its :class:`ChunkStream`.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from xinference.model.parsers.tool_prompt import with_tools
 from xinference.model.prompt_render import RenderLimits, TemplateLimitExceeded, check_template_kwargs, render
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
 
 __all__ = ["LlamaCppEngine", "error_from_llama"]
 

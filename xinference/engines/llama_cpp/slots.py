@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterator
 
-from xinference.engines.managed import parse_metrics
+from xinference.engines.managed.engine import parse_metrics
 
 __all__ = ["LLAMA_METRICS", "ServerCounters", "SlotLoad"]
 

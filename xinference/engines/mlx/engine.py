@@ -53,7 +53,7 @@ from xinference.model.parsers.tool_prompt import template_renders_tools, with_to
 from xinference.model.prompt_render import RenderLimits, render, special_tokens_of
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["MIN_MLX_LM", "MLXEngine"]

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Iterator
 
 from xinference.engines.base import Engine, Verdict
-from xinference.engines.libcheck import check_library
+from xinference.engines.envs.libcheck import check_library
 from xinference.engines.sentence_transformers.batcher import Batcher
 from xinference.engines.sentence_transformers.config import (
     ResolvedSentenceTransformersConfig,

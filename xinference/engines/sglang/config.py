@@ -1,6 +1,6 @@
 """Launch options of the SGLang engine and their translation into ``sglang.launch_server`` arguments.
 
-SGLang runs as a managed server process (:mod:`xinference.engines.managed`), so every option here ends up as a
+SGLang runs as a managed server process (:mod:`xinference.engines.managed.engine`), so every option here ends up as a
 command-line flag of SGLang's server. Users pass them as extra launch kwargs; unknown names are a 400.
 """
 
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from xinference.engines.cli_args import option_args
+from xinference.engines.managed.cli_args import option_args
 
 __all__ = ["SGLangConfig"]
 

@@ -2,7 +2,7 @@
 
 SGLang runs as its own OpenAI server (``python -m sglang.launch_server``) in the engine's environment
 (``xinference engine install SGLang``), started, proxied, watched and stopped by
-:mod:`xinference.engines.managed`; this module only says what to install, where it fits and how its options
+:mod:`xinference.engines.managed.engine`; this module only says what to install, where it fits and how its options
 become arguments. It has no CPU build on PyPI (its wheel needs CUDA torch, flashinfer and CUDA kernels), so it is
 GPU only. Tool calls and reasoning go through SGLang's own parsers, chosen from the model family's declared
 formats; forced tool calls are built on structured output like vLLM's. ``/v1/messages/count_tokens`` renders the
@@ -18,12 +18,17 @@ from pydantic import BaseModel
 
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
-from xinference.engines.managed import ManagedServerEngine, cuda_linux_verdict, reasoning_style, visible_gpu_count
+from xinference.engines.managed.engine import (
+    ManagedServerEngine,
+    cuda_linux_verdict,
+    reasoning_style,
+    visible_gpu_count,
+)
 from xinference.engines.sglang.config import SGLangConfig
 from xinference.engines.sglang.prompt import ChatPrompt
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["NO_CPU_BUILD", "REASONING_PARSERS", "TOOL_PARSERS", "SGLangEngine"]

@@ -19,8 +19,8 @@ import os
 import re
 from typing import Any
 
-from xinference.engines.managed import server_template_kwargs
-from xinference.engines.managed_tools import forced_tool_call
+from xinference.engines.managed.engine import server_template_kwargs
+from xinference.engines.managed.tools import forced_tool_call
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.model.chat_template import find_chat_template
 from xinference.model.parsers.tool_prompt import history_for_template

@@ -20,7 +20,7 @@ from xinference.engines.base import Verdict
 from xinference.engines.continuous.adapter import BatchingEngine
 from xinference.engines.continuous.loop import Sequence as BaseSequence
 from xinference.engines.continuous.requests import RequestPlan, SamplingParams, template_kwargs
-from xinference.engines.libcheck import check_library
+from xinference.engines.envs.libcheck import check_library
 from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
 from xinference.errors import InvalidRequest, LaunchFailed

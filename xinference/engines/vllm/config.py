@@ -1,6 +1,6 @@
 """Launch options of the vLLM engine and their translation into the arguments of vLLM's OpenAI server.
 
-vLLM runs as a managed server process (:mod:`xinference.engines.managed`), so every option here ends up as a
+vLLM runs as a managed server process (:mod:`xinference.engines.managed.engine`), so every option here ends up as a
 command-line flag of that server (``cpu_kvcache_space_gib`` as ``--kv-cache-memory-bytes``, in bytes, the form the
 platform's own sizing on a CPU takes too). Users pass them as
 extra launch kwargs (``--max_model_len 8192``); unknown names are a 400.
@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from xinference.engines.cli_args import option_args
+from xinference.engines.managed.cli_args import option_args
 from xinference.model.draft import DraftAttachment
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "DRAFT_TOKENS", "ResolvedVLLMConfig", "VLLMConfig"]

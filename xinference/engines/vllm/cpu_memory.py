@@ -31,8 +31,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from xinference.engines.memory import DEFAULT_CONTEXT_CAP, GIB
 from xinference.errors import InvalidRequest
-from xinference.model.memory import DEFAULT_CONTEXT_CAP, GIB
 
 __all__ = [
     "CPU_RUNTIME_BYTES",
@@ -157,7 +157,7 @@ class ModelShape:
 def read_model_shape(model_path: str, kv_bytes_per_value: int = 2) -> ModelShape | None:
     """The KV bytes per token of a Hugging Face folder from its ``config.json`` (layers x key/value heads x head
     size x 2 x ``kv_bytes_per_value``: bfloat16 on a CPU, 1 for an fp8 cache); None when the file does not say,
-    and the caller falls back to the size-based estimate of :mod:`xinference.model.memory`."""
+    and the caller falls back to the size-based estimate of :mod:`xinference.engines.memory`."""
     import json
 
     try:

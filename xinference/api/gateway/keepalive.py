@@ -18,80 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from xinference import settings
-from xinference.errors import InvalidRequest, ModelLoadTimeout, XinferenceError
+from xinference.core.launch import FOREVER, describe_keep_alive, parse_keep_alive
+from xinference.errors import ModelLoadTimeout, XinferenceError
 
 if TYPE_CHECKING:
-    from xinference.api.route_cache import Route, RouteTable
-    from xinference.core.admission import Admission
+    from xinference.api.gateway.admission import Admission
+    from xinference.api.gateway.routes import Route, RouteTable
 
-__all__ = ["FOREVER", "KeepAlive", "describe_keep_alive", "parse_keep_alive"]
+__all__ = ["FOREVER", "KeepAlive", "describe_keep_alive", "parse_keep_alive"]  # the parsing lives in core.launch
 
 logger = logging.getLogger(__name__)
-
-#: What :func:`parse_keep_alive` returns for "never unload".
-FOREVER: float | None = None
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
-    """Seconds a model stays loaded after its last request; None (``FOREVER``) for a negative value.
-
-    Raises InvalidRequest naming ``param`` for anything else than a number or a duration like ``"10m"``.
-    """
-    if isinstance(value, bool) or value is None:
-        raise InvalidRequest(f"{param} must be a duration like '10m', a number of seconds, or -1 (forever)",
-                             param=param)
-    if isinstance(value, (int, float)):
-        if value < 0:
-            return FOREVER
-        return _bounded(value, value, param)
-    text = str(value).strip().lower()
-    negative = text.startswith("-")
-    body = text[1:] if negative else text
-    try:
-        seconds = float(body)
-    except ValueError:
-        pieces = _DURATION.findall(body)
-        if not body or "".join(n + u for n, u in pieces) != body:
-            raise InvalidRequest(
-                f"{param} {str(value)[:40]!r} is not a duration: use e.g. '30s', '10m', '1h30m', a number of "
-                "seconds, 0 (unload after the current requests) or -1 (forever)", param=param) from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in pieces)
-    return FOREVER if negative else _bounded(seconds, value, param)
-
-
-#: The longest finite keep-alive (about 10 years): a longer one is a typo, and -1 says "forever".
-MAX_KEEP_ALIVE_SECONDS = 10 * 365 * 86400.0
-
-
-def _bounded(seconds: float, given: Any, param: str) -> float:
-    """``seconds`` as a float, or InvalidRequest for nan, infinity or more than ten years (a float too large for
-    the clock would fail later, far from the request that set it)."""
-    try:
-        number = float(seconds)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number) or number > MAX_KEEP_ALIVE_SECONDS:
-        raise InvalidRequest(f"{param} {str(given)[:40]!r} is out of range: at most ten years, or -1 (forever)",
-                             param=param)
-    return number
-
-
-def describe_keep_alive(seconds: float | None) -> str:
-    """How ``GET /v1/models`` shows a keep-alive: ``"forever"``, ``"0s"``, ``"10m"``, ``"90s"``."""
-    if seconds is None:
-        return "forever"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds:g}s"
-
 
 class KeepAlive:
     """Unloads idle models and reloads them on demand; one per API process (started by its lifespan)."""

@@ -14,7 +14,7 @@ from xinference.engines.registry import ENGINE_ORDER, engine_order, get_engine_c
 from xinference.errors import EngineRejected
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
     from xinference.model.registry import SpecChoice
     from xinference.model.spec import ModelSpec
 

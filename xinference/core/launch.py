@@ -1,6 +1,10 @@
 """The fields of a launch, defined once: the supervisor's :class:`LaunchRequest`, the API's
 ``LaunchModelRequest.to_launch`` and ``xinference launch`` all read them from here.
 
+Also here: :class:`LaunchPlan` (what one replica's process needs, built by the supervisor), and what a launch's
+operations fields mean (keep-alive durations, the slots an engine config gives a replica), which the supervisor, the
+API's gateway and the CLI all read.
+
 A launch request is its platform fields (below) plus ``engine_kwargs``, the engine's own options. Fields marked
 ``cli_option`` are set by ``xinference launch``'s own options, so the CLI refuses them as ``--name value`` engine
 options; the others ride along that way (``--keep_alive 10m``). Kept free of actors and engines, so the API
@@ -14,19 +18,24 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from xinference.core.keepalive import MAX_KEEP_ALIVE_SECONDS, parse_keep_alive
 from xinference.errors import InvalidRequest
 
 __all__ = [
     "CLI_OPTION_FIELDS",
+    "DEFAULT_SLOTS",
+    "FOREVER",
     "LAUNCH_FIELDS",
     "MAX_GPUS",
     "MAX_KEEP_ALIVE_SECONDS",
+    "LaunchPlan",
     "LaunchRequest",
     "check_gpu_idx",
     "check_keep_alive",
     "check_model_size",
     "check_n_gpu",
+    "describe_keep_alive",
+    "parse_keep_alive",
+    "slots_of",
 ]
 
 _CLI = {"cli_option": True}
@@ -145,3 +154,105 @@ def _shown(value: Any) -> str:
     """A short rendering of a rejected value for a message (clients choose it, so its length is bounded)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class LaunchPlan:
+    """Everything a model subprocess needs to load one replica; built by the supervisor, sent as a dict."""
+
+    model_uid: str
+    replica_uid: str
+    model_engine: str
+    family: dict[str, Any]
+    spec: dict[str, Any]
+    quantization: str
+    engine_config: dict[str, Any]
+    hardware: dict[str, Any] = field(default_factory=dict)
+    #: Local weights given at launch (override the spec's sources) and the hub chosen at launch, if any.
+    model_path: str | None = None
+    download_hub: str | None = None
+    #: GPUs of the worker this replica may use (the worker sets the device visibility of the subprocess).
+    gpu_indices: list[int] = field(default_factory=list)
+    #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
+    draft: dict[str, Any] | None = None
+    #: the launch this replica belongs to and the supervisor incarnation that placed it: what the supervisor judges a
+    #: reported replica by (``core/supervisor/membership.py``); empty in plans saved before they existed
+    launch_id: str = ""
+    incarnation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# -- keep-alive and slots: what a launch's operations fields mean ------------------------------------------
+#: What :func:`parse_keep_alive` returns for "never unload".
+FOREVER: float | None = None
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
+    """Seconds a model stays loaded after its last request; None (``FOREVER``) for a negative value.
+
+    Raises InvalidRequest naming ``param`` for anything else than a number or a duration like ``"10m"``.
+    """
+    if isinstance(value, bool) or value is None:
+        raise InvalidRequest(f"{param} must be a duration like '10m', a number of seconds, or -1 (forever)",
+                             param=param)
+    if isinstance(value, (int, float)):
+        if value < 0:
+            return FOREVER
+        return _bounded(value, value, param)
+    text = str(value).strip().lower()
+    negative = text.startswith("-")
+    body = text[1:] if negative else text
+    try:
+        seconds = float(body)
+    except ValueError:
+        pieces = _DURATION.findall(body)
+        if not body or "".join(n + u for n, u in pieces) != body:
+            raise InvalidRequest(
+                f"{param} {str(value)[:40]!r} is not a duration: use e.g. '30s', '10m', '1h30m', a number of "
+                "seconds, 0 (unload after the current requests) or -1 (forever)", param=param) from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in pieces)
+    return FOREVER if negative else _bounded(seconds, value, param)
+
+
+#: The longest finite keep-alive (about 10 years): a longer one is a typo, and -1 says "forever".
+MAX_KEEP_ALIVE_SECONDS = 10 * 365 * 86400.0
+
+
+def _bounded(seconds: float, given: Any, param: str) -> float:
+    """``seconds`` as a float, or InvalidRequest for nan, infinity or more than ten years (a float too large for
+    the clock would fail later, far from the request that set it)."""
+    try:
+        number = float(seconds)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number > MAX_KEEP_ALIVE_SECONDS:
+        raise InvalidRequest(f"{param} {str(given)[:40]!r} is out of range: at most ten years, or -1 (forever)",
+                             param=param)
+    return number
+
+
+def describe_keep_alive(seconds: float | None) -> str:
+    """How ``GET /v1/models`` shows a keep-alive: ``"forever"``, ``"0s"``, ``"10m"``, ``"90s"``."""
+    if seconds is None:
+        return "forever"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"
+
+
+#: Slots assumed for an engine that states none (a managed server left at its own default).
+DEFAULT_SLOTS = 8
+#: Engine options that say how many requests one replica serves at once, in the order they are looked for.
+_SLOT_KEYS = ("n_parallel", "max_num_seqs", "max_running_requests", "max_batch_size")
+
+def slots_of(engine_config: dict[str, Any]) -> int:
+    """Requests one replica serves at once, from its resolved engine options (``DEFAULT_SLOTS`` when unstated)."""
+    for key in _SLOT_KEYS:
+        value = engine_config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_SLOTS

@@ -10,7 +10,7 @@ names, environment, match rules); this module owns *how*:
 - **ready**: ``/health`` is polled, with a stage the launch progress shows; a server that exits or never gets
   ready fails the launch with what it printed last.
 - **serve**: chat and completions are proxied; streamed answers are read event by event
-  (:mod:`xinference.engines.managed_sse`), each ``data:`` JSON parsed once and pushed into a :class:`ChunkStream`.
+  (:mod:`xinference.engines.managed.sse`), each ``data:`` JSON parsed once and pushed into a :class:`ChunkStream`.
   The server's error bodies become the platform's error classes. A cancelled stream closes its connection, which
   makes the server abort the request.
 - **watch**: ``check_health()`` (polled by the worker) raises EngineError when the server died or has not answered
@@ -18,7 +18,7 @@ names, environment, match rules); this module owns *how*:
 - **stop**: SIGTERM to the whole group, SIGKILL after a bound. A small watchdog process holds the read end of a
   pipe from the model process: when the model process disappears for any reason, kill -9 included, the pipe closes
   and the watchdog kills the group and every descendant it has seen, so no engine process outlives its model
-  process holding memory or a GPU (:mod:`xinference.engines.managed_process`).
+  process holding memory or a GPU (:mod:`xinference.engines.managed.process`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import httpx
 
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
-from xinference.engines.managed_process import ServerProcess, free_loopback_port, scrub
-from xinference.engines.managed_sse import SSEResponse, open_sse
-from xinference.engines.managed_tools import ForcedToolCall, forced_tool_call
+from xinference.engines.managed.process import ServerProcess, free_loopback_port, scrub
+from xinference.engines.managed.sse import SSEResponse, open_sse
+from xinference.engines.managed.tools import ForcedToolCall, forced_tool_call
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -58,7 +58,7 @@ from xinference.model.parsers.postprocess import thinking_enabled
 from xinference.model.prompt_render import check_template_kwargs
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily
 
 __all__ = [

@@ -17,15 +17,15 @@ debug level and reported as "no NVIDIA GPU".
 
 from __future__ import annotations
 
-from xinference.core.hardware.host import (
+from xinference.hardware.host import (
     apple_chip_name,
     parse_cgroup_cpu_max,
     read_ram,
     system_and_arch,
     usable_cpu_count,
 )
-from xinference.core.hardware.models import GpuInfo, GpuVendor, HardwareInfo
-from xinference.core.hardware.nvidia import (
+from xinference.hardware.models import GpuInfo, GpuVendor, HardwareInfo
+from xinference.hardware.nvidia import (
     NVIDIA_SMI_REFRESH_S,
     NVIDIA_SMI_TIMEOUT_S,
     detect_nvidia_gpus,

@@ -50,7 +50,7 @@ from typing import Any
 
 from xinference import settings
 from xinference.engines.base import Verdict
-from xinference.engines.libcheck import check_library, version_tuple
+from xinference.engines.envs.libcheck import check_library, version_tuple
 from xinference.errors import EngineError, InvalidRequest
 
 __all__ = [

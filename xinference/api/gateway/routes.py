@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import xoscar as xo
 
 from xinference import settings
-from xinference.core.admission import Admission, Ticket
+from xinference.api.gateway.admission import Admission, Ticket
 from xinference.core.model_actor import ModelActor
 from xinference.core.reachability import probe_connect
 from xinference.errors import ModelNotFound, ModelUnavailable, ReplicaUnreachable, XinferenceError
@@ -67,7 +67,7 @@ class Route:
     status: str = "ready"
     replicas: list[Replica] = field(default_factory=list)
     engine: str = ""
-    #: keep_alive, max_queued, queue_timeout, slots (see ``core/admission.py`` and ``core/keepalive.py``)
+    #: keep_alive, max_queued, queue_timeout, slots (see ``api/gateway/admission.py`` and ``api/gateway/keepalive.py``)
     limits: dict[str, Any] = field(default_factory=dict)
 
     def drop(self, replica: Replica) -> None:

@@ -1,6 +1,6 @@
 """A managed engine server as a child process group that never outlives its model process.
 
-Used by :mod:`xinference.engines.managed`. The server runs in a session (process group) of its own, so the whole
+Used by :mod:`xinference.engines.managed.engine`. The server runs in a session (process group) of its own, so the whole
 group can be signalled; its output goes to the model's log. A watchdog process (our Python, no imports beyond
 psutil) holds the read end of a pipe whose write end only the model process has: when the model process disappears
 for any reason, kill -9 included, the pipe closes and the watchdog stops the group and every descendant it has
@@ -128,7 +128,7 @@ def root_cause(text: str, limit: int = 600) -> str | None:
 
 def scrub(text: str) -> str:
     """``text`` with local paths shortened to their last component (what leaves the machine)."""
-    from xinference.core.worker import scrub_paths
+    from xinference.logtail import scrub_paths
 
     return scrub_paths(text)
 

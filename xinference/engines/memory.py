@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
-    from xinference.core.hardware import HardwareInfo
     from xinference.engines.base import Engine
+    from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = [

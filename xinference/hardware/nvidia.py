@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from xinference.core.hardware.models import GpuInfo
+from xinference.hardware.models import GpuInfo
 
 __all__ = [
     "NVIDIA_SMI_REFRESH_S",

@@ -20,6 +20,7 @@ import time
 from typing import Any, Protocol
 
 from xinference import settings
+from xinference.core.launch import DEFAULT_SLOTS, slots_of
 from xinference.errors import TooManyRequests, XinferenceError
 
 __all__ = [
@@ -32,21 +33,8 @@ __all__ = [
     "slots_of",
 ]
 
-#: Slots assumed for an engine that states none (a managed server left at its own default).
-DEFAULT_SLOTS = 8
-#: Engine options that say how many requests one replica serves at once, in the order they are looked for.
-_SLOT_KEYS = ("n_parallel", "max_num_seqs", "max_running_requests", "max_batch_size")
 #: The HTTP route a request came in on (set by the metrics middleware; read when a ticket is issued).
 current_route: contextvars.ContextVar[str] = contextvars.ContextVar("xinference_route", default="")
-
-
-def slots_of(engine_config: dict[str, Any]) -> int:
-    """Requests one replica serves at once, from its resolved engine options (``DEFAULT_SLOTS`` when unstated)."""
-    for key in _SLOT_KEYS:
-        value = engine_config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return DEFAULT_SLOTS
 
 
 class MetricsSink(Protocol):
