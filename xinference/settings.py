@@ -230,11 +230,11 @@ def stale_stream_seconds() -> float:
     return _seconds("XINFERENCE_STALE_STREAM_SECONDS", 120.0)
 
 
-# -- operations (issue 12): keep-alive, admission control, metrics --------------------------------------------------
+# -- operations: how long an idle model stays loaded, how many requests wait for a slot, who reads /metrics ----
 def keep_alive_default() -> str | None:
     """``XINFERENCE_KEEP_ALIVE``: how long a model stays loaded after its last request when its launch names no
     ``keep_alive`` (Ollama's syntax: ``"10m"``, ``"1h30m"``, seconds, ``-1`` forever, ``0`` unload after the
-    current requests). Unset: forever. Parsed by :func:`xinference.api.gateway.keepalive.parse_keep_alive`."""
+    current requests). Unset: forever. Parsed by :func:`xinference.core.launch.parse_keep_alive`."""
     return os.environ.get("XINFERENCE_KEEP_ALIVE") or None
 
 

@@ -9,7 +9,7 @@ import pytest
 _LOADS_WEIGHTS = frozenset({
     "test_llama_cpp", "test_llama_cpp_speculative", "test_llama_cpp_structured", "test_transformers",
     "test_transformers_structured", "test_sentence_transformers", "test_mlx_engine", "test_vllm", "test_sglang",
-    "test_gpu_engines", "test_envs",
+    "test_gpu_engines", "test_envs", "test_transformers_prefill_failure",
 })
 
 

@@ -287,7 +287,7 @@ class Client:
         result: dict[str, Any] = self._request("POST", f"/v1/engines/{engine}/uninstall", params=params)
         return result
 
-    # -- operations (issue 12) ------------------------------------------------------------------------------
+    # -- operations: a replica's log, unload/load by hand, launch history, devices, metrics ----------------
     def get_model_logs(self, model_uid: str, replica: str | None = None, tail: int = 200,
                        since: int | None = None) -> dict[str, Any]:
         """A bounded piece of a replica's log (``lines``, ``offset`` to pass back as ``since`` to follow it)."""
