@@ -60,7 +60,7 @@ class LaunchRequest:
     download_hub: str | None = field(default=None, metadata=_CLI)
     worker_ip: str | None = None
     gpu_idx: list[int] | int | None = None
-    # -- operations: how long it stays loaded when idle, how many requests may queue, whether it comes back after a restart
+    # -- operations: how long it stays loaded idle, how many requests may queue, whether it returns after a restart
     keep_alive: Any = None
     max_queued: int | None = None
     queue_timeout: float | None = None
