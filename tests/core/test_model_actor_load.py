@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
+from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import ModelActor
 from xinference.engines import registry
 from xinference.engines.base import Engine, Verdict
@@ -28,13 +29,13 @@ SMOLLM2 = ModelRegistry().get("smollm2-instruct")
 PYTORCH = next(s for s in SMOLLM2.model_specs if s.model_format == "pytorch")
 
 
-def _plan(uid: str, engine: str, model_path: Path) -> dict[str, Any]:
+def _plan(uid: str, engine: str, model_path: Path) -> LaunchPlan:
     from xinference.hardware import detect_hardware
 
-    return {"model_uid": uid, "replica_uid": f"{uid}-0", "model_engine": engine,
-            "family": SMOLLM2.model_dump(mode="json"), "spec": PYTORCH.model_dump(mode="json"),
-            "quantization": "none", "engine_config": {}, "hardware": detect_hardware().model_dump(mode="json"),
-            "model_path": str(model_path)}
+    return LaunchPlan(model_uid=uid, replica_uid=f"{uid}-0", model_engine=engine,
+                      family=SMOLLM2.model_dump(mode="json"), spec=PYTORCH.model_dump(mode="json"),
+                      quantization="none", engine_config={}, hardware=detect_hardware().model_dump(mode="json"),
+                      model_path=str(model_path))
 
 
 def _alive(name: str) -> list[threading.Thread]:

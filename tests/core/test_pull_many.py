@@ -14,12 +14,13 @@ import pytest
 
 from xinference.core import model_actor as model_actor_module
 from xinference.core.cpu_headroom import CpuHeadroom
+from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import ModelActor
 from xinference.engines.base import ChunkStream
 from xinference.errors import EngineError
 
-PLAN = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "test", "family": {}, "spec": {},
-        "quantization": "none", "engine_config": {}}
+PLAN = LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none",
+                  engine_config={})
 
 
 class FedEngine:

@@ -19,7 +19,13 @@ import pytest
 from tests.machines import linux
 from xinference.core import worker as worker_module
 from xinference.core.exit_watch import UNKNOWN_EXIT, ExitWatch
+from xinference.core.launch import LaunchPlan
 from xinference.core.worker import WorkerActor, _Replica
+
+
+def _plan(model_uid: str = "m", replica_uid: str = "m-0", **fields: Any) -> LaunchPlan:
+    return LaunchPlan(model_uid=model_uid, replica_uid=replica_uid, model_engine="llama.cpp", family={}, spec={},
+                      quantization="Q4_0", engine_config={}, **fields)
 
 
 class _SlowPool:
@@ -50,7 +56,7 @@ def test_a_cancelled_removal_still_ends_the_process_and_stays_cancelled(monkeypa
 
     monkeypatch.setattr(worker, "_model_ref", model_ref)
     monkeypatch.setattr(worker_module.xo, "destroy_actor", slow_destroy)
-    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log")
+    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log", _plan())
 
     async def scenario() -> asyncio.Task[None]:
         task = asyncio.create_task(worker._remove_process(replica))
@@ -189,8 +195,17 @@ def test_a_replica_that_served_a_while_gets_its_restart_budget_back(served: floa
     told: list[tuple[Any, ...]] = []
     spawned: list[str] = []
 
-    async def tell(method: str, *args: Any) -> None:
-        told.append((method, *args))
+    class Reports:
+        """Stands in for the supervisor: records the reports the worker makes."""
+
+        async def replica_failed(self, *args: Any) -> None:
+            told.append(("replica_failed", *args))
+
+        async def replica_restarted(self, *args: Any) -> None:
+            told.append(("replica_restarted", *args))
+
+    async def tell(call: Any) -> Any:
+        return await call(Reports())
 
     async def spawn(replica: _Replica) -> None:
         spawned.append(replica.replica_uid)
@@ -201,7 +216,7 @@ def test_a_replica_that_served_a_while_gets_its_restart_budget_back(served: floa
     monkeypatch.setattr(worker, "_tell_supervisor", tell)
     monkeypatch.setattr(worker, "_spawn", spawn)
     monkeypatch.setattr(worker, "_remove_process", remove)
-    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log", {"model_uid": "m"}, restarts=3)
+    replica = _Replica("m-0", "sub:1", tmp_path / "m-0.log", _plan(), restarts=3)
     worker._replicas["m-0"] = replica
 
     async def scenario() -> None:

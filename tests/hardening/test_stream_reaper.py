@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import ModelActor
 from xinference.engines.base import ChunkStream
 from xinference.errors import RequestInterrupted
 
-PLAN = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "test", "family": {}, "spec": {},
-        "quantization": "none", "engine_config": {}}
+PLAN = LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none",
+                  engine_config={})
 
 
 class HeldStreamEngine:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
-import xoscar as xo
 from fastapi import FastAPI
 
 from xinference import __version__, settings
@@ -43,7 +42,7 @@ from xinference.api.serving.registrations import RegistrationsService
 from xinference.api.serving.rerank import RerankService
 from xinference.api.serving.response_store import ResponseStore
 from xinference.api.serving.responses import ResponsesService
-from xinference.core.supervisor import SupervisorActor
+from xinference.core.refs import SupervisorRef, supervisor_ref
 
 __all__ = ["create_app"]
 
@@ -56,7 +55,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        supervisor: Any = await xo.actor_ref(address=supervisor_address, uid=SupervisorActor.default_uid())
+        supervisor: SupervisorRef = await supervisor_ref(supervisor_address)
         routes = RouteTable(supervisor)
         # Operations (issue 12): per-request metrics recorded as admission tickets are left; idle unload.
         routes.admission.sink = app.state.metrics

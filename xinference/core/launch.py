@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from xinference.errors import InvalidRequest
@@ -158,7 +158,12 @@ def _shown(value: Any) -> str:
 
 @dataclass
 class LaunchPlan:
-    """Everything a model subprocess needs to load one replica; built by the supervisor, sent as a dict."""
+    """Everything a model subprocess needs to load one replica; built by the supervisor.
+
+    It crosses processes as it is (xoscar pickles it: supervisor → worker → model process), so every field is
+    plain data (str, lists, dicts of JSON values) that any Python running xinference can unpickle, an engine
+    environment's included. :meth:`to_dict` / :meth:`from_dict` are for where it is stored as JSON (the worker's
+    saved replicas) and for reports the supervisor still reads as dicts."""
 
     model_uid: str
     replica_uid: str
@@ -181,7 +186,15 @@ class LaunchPlan:
     incarnation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """A JSON-ready copy (nested dicts and lists copied too)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LaunchPlan:
+        """The plan :meth:`to_dict` gave. Fields added since it was saved take their defaults; keys this version
+        does not know (a file written by a newer one) are left out; a missing required field is a TypeError."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
 
 # -- keep-alive and slots: what a launch's operations fields mean ------------------------------------------

@@ -36,7 +36,7 @@ from xinference import settings
 from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.launch import LaunchPlan
 from xinference.core.load_progress import LoadProgress
-from xinference.core.refs import MODEL_UID
+from xinference.core.refs import MODEL_UID, Pulled
 from xinference.engines.base import ChunkStream, Engine, wait_any
 from xinference.errors import (
     EngineError,
@@ -61,8 +61,6 @@ GATHER_WINDOW_SECONDS = 0.004
 #: A ``pull_many`` with nothing to hand out returns empty after this long (or after the shorter wait its caller
 #: asks for), so its caller can look at its streams and knows the replica is alive even during a long prefill
 PULL_WAIT_SECONDS = 10.0
-#: One stream's share of a ``pull_many`` round: its new chunks, whether it ended, and the error that ended it
-Pulled = tuple[list[dict[str, Any]], bool, XinferenceError | None]
 #: How many stream ids ended by the platform are remembered, so that a late pull gets their error, not a clean end
 _ENDED_MEMORY = 256
 #: How long a stopping replica lets the pull rounds in flight hand their streams' errors over before it goes
@@ -118,9 +116,10 @@ async def _unload_failed(engine: Engine, replica_uid: str) -> None:
 class ModelActor(xo.StatelessActor):
     """Serves one replica. Stateless in xoscar's sense: calls run concurrently, the engine does the batching."""
 
-    def __init__(self, plan: dict[str, Any]) -> None:
+    def __init__(self, plan: LaunchPlan) -> None:
+        """``plan``: the replica's :class:`LaunchPlan`, as the worker sent it (pickled by xoscar)."""
         super().__init__()
-        self._plan = LaunchPlan(**plan)
+        self._plan = plan
         self._engine: Engine | None = None
         self._streams: dict[str, _OpenStream] = {}
         #: streams still waiting for their first chunks in ``open_stream`` (not yet in ``_streams``)
@@ -226,8 +225,9 @@ class ModelActor(xo.StatelessActor):
         self._load_status.update(done, total)
 
     async def load_status(self) -> dict[str, Any]:
-        """Stage, bytes, speed and time left of ``load`` (see :mod:`xinference.core.load_progress`)."""
-        status = self._load_status.snapshot()
+        """Stage, bytes, speed and time left of ``load`` (see :mod:`xinference.core.load_progress`), and its
+        ``progress`` (0.0-1.0, as :meth:`progress` gives it): one call tells the worker all it reports."""
+        status = {**self._load_status.snapshot(), "progress": await self.progress()}
         stage = getattr(self._loading, "stage", "") if self._loading is not None else ""
         if isinstance(stage, str) and stage:
             status["stage"] = stage  # e.g. "waiting for vLLM to load the model (12s): <its last log line>"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
@@ -22,8 +23,9 @@ from xinference import settings
 from xinference.core.background import BackgroundTasks, FailureStreak
 from xinference.core.env_jobs import EnvJobs
 from xinference.core.exit_watch import ExitWatch
+from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import LOG_ENV, ModelActor
-from xinference.core.refs import WORKER_UID, replica_ref, supervisor_ref
+from xinference.core.refs import WORKER_UID, ReplicaRef, SupervisorRef, replica_ref, supervisor_ref
 from xinference.engines import envs
 from xinference.engines.base import Engine
 from xinference.engines.registry import get_engine_class
@@ -34,19 +36,25 @@ from xinference.logtail import log_tail
 __all__ = ["WorkerActor"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Seconds between two health checks of a replica whose engine has one (a managed server process).
 HEALTH_INTERVAL_S = 5.0
 #: A replica that served this long since its last (re)start gets its whole restart budget back: the budget stops a
 #: crash loop (a process that dies while or soon after loading), not a replica that dies now and then over days
 RESTART_BUDGET_RESET_S = 30.0
+
+
 @dataclass
 class _Replica:
     replica_uid: str
     address: str
     log_path: Path
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: LaunchPlan
     facts: dict[str, Any] = field(default_factory=dict)
+    #: its engine's adapter class, looked up once when the replica is created (None: this worker does not know the
+    #: engine; its model process then fails the load, naming it)
+    engine: type[Engine] | None = None
     #: restarts in a row: set back to 0 once the replica has served ``RESTART_BUDGET_RESET_S`` since its last start
     restarts: int = 0
     #: loop time when its process last started serving
@@ -58,9 +66,14 @@ class _Replica:
     cancelled: bool = False
 
     def report(self) -> dict[str, Any]:
-        """What the supervisor needs to (re)adopt this replica."""
-        return {"plan": self.plan, "address": self.address, "pid": self.facts.get("pid"),
+        """What the supervisor needs to (re)adopt this replica (the plan as a dict: the supervisor reads it so)."""
+        return {"plan": self.plan.to_dict(), "address": self.address, "pid": self.facts.get("pid"),
                 "engine_config": self.facts.get("engine_config", {})}
+
+    @property
+    def has_health_check(self) -> bool:
+        """Whether its engine checks its own health (a managed server): the worker then polls it."""
+        return self.engine is not None and self.engine.check_health is not Engine.check_health
 
 
 class WorkerActor(xo.StatelessActor):
@@ -80,7 +93,7 @@ class WorkerActor(xo.StatelessActor):
         self._exits = ExitWatch(main_pool)
         self._heartbeats = FailureStreak(logger, "the heartbeat to the supervisor")
         self._reports = FailureStreak(logger, "reporting to the supervisor")
-        self._supervisor: Any = None
+        self._supervisor: SupervisorRef | None = None
         self._envs = EnvJobs()
 
     @classmethod
@@ -106,7 +119,7 @@ class WorkerActor(xo.StatelessActor):
             return
         path = self._state_file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        plans = [r.plan for r in self._replicas.values() if r.facts]
+        plans = [r.plan.to_dict() for r in self._replicas.values() if r.facts]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(plans), encoding="utf-8")
         os.replace(tmp, path)
@@ -116,11 +129,11 @@ class WorkerActor(xo.StatelessActor):
             plans = json.loads(self._state_file().read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return
-        for plan in plans:
+        for saved in plans:
             try:
-                await self.launch_replica(plan)
+                await self.launch_replica(LaunchPlan.from_dict(saved))
             except Exception as exc:  # noqa: BLE001 - one replica failing must not stop the others
-                logger.warning("could not relaunch %s: %s", plan.get("replica_uid"), exc)
+                logger.warning("could not relaunch %s: %s", saved.get("replica_uid"), exc)
         if self._supervisor is not None and self._replicas:
             try:
                 await self._register([r.report() for r in self._replicas.values() if r.facts])
@@ -130,6 +143,7 @@ class WorkerActor(xo.StatelessActor):
     async def _register(self, reports: list[dict[str, Any]], hardware: dict[str, Any] | None = None) -> None:
         """(Re-)register with the supervisor, reporting ``reports``; stop the replicas it says to kill (their model
         was terminated or relaunched while this worker was away, or has all its replicas elsewhere)."""
+        assert self._supervisor is not None, "registering needs the supervisor's address"
         answer = await self._supervisor.add_worker(self.address, hardware or await self.hardware(), reports)
         for replica_uid, reason in ((answer or {}).get("kill") or {}).items():
             logger.warning("the supervisor does not want replica %s any more (%s): stopping it", replica_uid, reason)
@@ -142,11 +156,13 @@ class WorkerActor(xo.StatelessActor):
 
     async def _heartbeat(self) -> None:
         """Tell the supervisor this worker lives; re-register (with the running replicas) when it forgot us."""
+        supervisor = self._supervisor
+        assert supervisor is not None, "heartbeats need the supervisor's address"
         while True:
             await asyncio.sleep(settings.heartbeat_interval())
             try:
                 hardware = await self.hardware()
-                if not await self._supervisor.heartbeat(self.address, hardware):
+                if not await supervisor.heartbeat(self.address, hardware):
                     logger.info("the supervisor does not know this worker (restarted, or declared this worker gone): "
                                 "registering again")
                     await self._register([r.report() for r in self._replicas.values()
@@ -177,25 +193,31 @@ class WorkerActor(xo.StatelessActor):
 
     async def uninstall_engine(self, engine: str) -> dict[str, Any]:
         in_use = [r.replica_uid for r in self._replicas.values()
-                  if r.plan.get("model_engine", "").lower() == engine.strip().lower()]
+                  if r.plan.model_engine.lower() == engine.strip().lower()]
         if in_use:
             raise InvalidRequest(f"{engine} serves {', '.join(in_use)} on this worker; terminate them first",
                                  param="engine")
         removed = await self._envs.remove(engine)
         return {**self._envs.status(engine), "removed": removed, "worker": self.address}
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
-        """Start a subprocess, create the ModelActor there and load the model; returns its address and facts."""
-        replica_uid = plan["replica_uid"]
-        model_path = plan.get("model_path")
+    async def launch_replica(self, plan: LaunchPlan | dict[str, Any]) -> dict[str, Any]:
+        """Start a subprocess, create the ModelActor there and load the model; returns its address and facts.
+
+        ``plan`` crosses as the :class:`LaunchPlan` itself; a dict (``LaunchPlan.to_dict``) is still taken, as
+        the supervisor sent it before plans crossed as they are."""
+        if isinstance(plan, dict):
+            plan = LaunchPlan.from_dict(plan)
+        replica_uid = plan.replica_uid
+        model_path = plan.model_path
         if model_path and not await asyncio.to_thread(os.path.exists, model_path):
             raise InvalidRequest(f"model_path {model_path!r} does not exist on worker {self.address}",
                                  param="model_path")
-        plan = {**plan, "hardware": plan.get("hardware") or await self.hardware()}
+        plan = dataclasses.replace(plan, hardware=plan.hardware or await self.hardware())
         async with self._lock:
             if replica_uid in self._replicas:
                 raise LaunchFailed(f"replica {replica_uid!r} is already running on this worker")
-            replica = _Replica(replica_uid, "", settings.model_logs_dir() / f"{replica_uid}.log", plan)
+            replica = _Replica(replica_uid, "", settings.model_logs_dir() / f"{replica_uid}.log", plan,
+                               engine=_engine_class(plan.model_engine))
             self._replicas[replica_uid] = replica
         try:
             await self._spawn(replica)
@@ -206,10 +228,10 @@ class WorkerActor(xo.StatelessActor):
         self._save_state()
         return {"address": replica.address, **replica.facts}
 
-    def _subprocess_env(self, plan: dict[str, Any]) -> dict[str, str]:
+    def _subprocess_env(self, plan: LaunchPlan) -> dict[str, str]:
         env = {LOG_ENV: "", "CUDA_VISIBLE_DEVICES": ""}
-        gpus = {g["index"]: g for g in (plan.get("hardware") or {}).get("gpus", [])}
-        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.get("gpu_indices", [])
+        gpus = {g["index"]: g for g in plan.hardware.get("gpus", [])}
+        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.gpu_indices
                   if i in gpus]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
         return env
@@ -217,7 +239,7 @@ class WorkerActor(xo.StatelessActor):
     async def _spawn(self, replica: _Replica) -> None:
         """Create the subprocess and load the model in it; on failure, clean up and raise with the log tail."""
         replica.log_path.write_text("")
-        python, engine_env = self._engine_process(replica.plan)
+        python, engine_env = self._engine_process(replica.engine, replica.plan)
         env = {**self._subprocess_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
         address = await self._pool.append_sub_pool(
             label=f"model:{replica.replica_uid}", env=env, modules=["xinference.core.xoscar_setup"],
@@ -227,7 +249,8 @@ class WorkerActor(xo.StatelessActor):
         try:
             # a cancel that came while the process started (it could not reach a model actor yet) stops it here
             self._raise_if_cancelled(replica)
-            ref = await xo.create_actor(ModelActor, replica.plan, address=address, uid=ModelActor.default_uid())
+            ref: ReplicaRef = await xo.create_actor(ModelActor, replica.plan, address=address,
+                                                    uid=ModelActor.default_uid())
             self._raise_if_cancelled(replica)
             replica.facts = await ref.load()
             replica.serving_since = asyncio.get_running_loop().time()
@@ -246,19 +269,18 @@ class WorkerActor(xo.StatelessActor):
     @staticmethod
     def _raise_if_cancelled(replica: _Replica) -> None:
         if replica.cancelled:
-            raise LaunchFailed(f"the launch of {replica.plan.get('model_uid', replica.replica_uid)!r} was cancelled")
+            raise LaunchFailed(f"the launch of {replica.plan.model_uid or replica.replica_uid!r} was cancelled")
 
     @staticmethod
-    def _engine_process(plan: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+    def _engine_process(cls: type[Engine] | None, plan: LaunchPlan) -> tuple[str | None, dict[str, str]]:
         """The Python a replica's process starts with (an overlay engine env's, when its engine has one installed)
-        and the environment variables its engine asks for."""
-        try:
-            cls = get_engine_class(plan["model_engine"])
-        except XinferenceError:
+        and the environment variables its engine asks for. Asked at every start of the process: an engine
+        environment installed since the last one is used by the next."""
+        if cls is None:
             return None, {}
         from xinference.hardware import HardwareInfo
 
-        hardware = HardwareInfo.model_validate(plan["hardware"]) if plan.get("hardware") else detect_hardware()
+        hardware = HardwareInfo.model_validate(plan.hardware) if plan.hardware else detect_hardware()
         recipe = cls.env_recipe(hardware)
         python = envs.env_python(cls.name) if recipe is not None and recipe.overlay else None
         return (str(python) if python is not None else None), cls.process_env(hardware)
@@ -279,11 +301,7 @@ class WorkerActor(xo.StatelessActor):
 
     def _health_due(self, replica: _Replica) -> bool:
         """Replicas whose engine has its own health check (a managed server) are asked every few seconds."""
-        try:
-            cls = get_engine_class(replica.plan.get("model_engine", ""))
-        except XinferenceError:
-            return False
-        if cls.check_health is Engine.check_health or replica.checking:
+        if not replica.has_health_check or replica.checking:
             return False
         now = asyncio.get_running_loop().time()
         if now - replica.last_health < HEALTH_INTERVAL_S:
@@ -313,8 +331,9 @@ class WorkerActor(xo.StatelessActor):
         what = f"the model process exited with code {code}" if reason is None else f"the engine failed: {reason}"
         message = self._with_log(what, replica.log_path)
         logger.warning("replica %s died (%s)", replica.replica_uid, what)
-        model_uid = replica.plan.get("model_uid", "")
-        await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid, message)
+        model_uid = replica.plan.model_uid
+        await self._tell_supervisor(lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid,
+                                                                                 message))
         await self._remove_process(replica, None if reason is None else
                                    f"replica {replica.replica_uid} is restarting after a failed health check: {reason}")
         served = asyncio.get_running_loop().time() - replica.serving_since
@@ -329,21 +348,29 @@ class WorkerActor(xo.StatelessActor):
                 continue
             replica.restarting = False
             logger.info("replica %s restarted at %s", replica.replica_uid, replica.address)
-            answer = await self._tell_supervisor("replica_restarted", self.address, replica.report())
+            answer = await self._report_restarted(replica)
             reason = answer.get("kill") if isinstance(answer, dict) else None
             if reason:  # its model was terminated (or relaunched) while it was down: nobody would ever stop it
                 logger.warning("restarted replica %s is not wanted (%s): stopping it", replica.replica_uid, reason)
                 await self._discard(replica.replica_uid, f"the supervisor stopped it: {reason}")
             return
         self._replicas.pop(replica.replica_uid, None)
-        await self._tell_supervisor("replica_failed", model_uid, replica.replica_uid,
-                                    f"gave up after {replica.restarts} restart(s)", True)
+        gave_up = f"gave up after {replica.restarts} restart(s)"
+        await self._tell_supervisor(lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid,
+                                                                                 gave_up, True))
 
-    async def _tell_supervisor(self, method: str, *args: Any) -> Any:
+    async def _report_restarted(self, replica: _Replica) -> dict[str, Any] | None:
+        """Tell the supervisor a dead replica serves again; its answer says whether it is still wanted."""
+        report = replica.report()
+        return await self._tell_supervisor(lambda supervisor: supervisor.replica_restarted(self.address, report))
+
+    async def _tell_supervisor(self, call: Callable[[SupervisorRef], Awaitable[T]]) -> T | None:
+        """``call(supervisor)``, or None when this worker has no supervisor or the call failed (counted, warned
+        once per streak): a report the supervisor missed is made good when the worker registers again."""
         if self._supervisor is None:
             return None
         try:
-            answer = await getattr(self._supervisor, method)(*args)
+            answer = await call(self._supervisor)
         except Exception as exc:  # noqa: BLE001 - the supervisor may be restarting; it re-adopts on re-register
             self._reports.failed(exc)
             return None
@@ -351,29 +378,28 @@ class WorkerActor(xo.StatelessActor):
         return answer
 
     async def launch_progress(self, replica_uid: str) -> float:
-        """Load progress (0.0-1.0) of a replica being launched here; 0.0 before its model actor exists."""
-        replica = self._replicas.get(replica_uid)
-        if replica is None:
-            raise ModelNotFound(f"replica {replica_uid!r} is not on this worker")
-        if not replica.address:
-            return 0.0  # its subprocess is still starting
-        try:
-            return float(await (await self._model_ref(replica.address)).progress())
-        except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
-            return 0.0
+        """Load progress (0.0-1.0) of a replica being launched here; 0.0 before its model actor exists.
+
+        The ``replica_progress`` of :meth:`launch_status`, kept for callers that want the fraction alone."""
+        return float((await self.launch_status(replica_uid))["replica_progress"])
 
     async def launch_status(self, replica_uid: str) -> dict[str, Any]:
-        """Stage, bytes, speed and time left of a replica being launched here (``GET .../progress``)."""
+        """Stage, bytes, speed and time left of a replica being launched here (``GET .../progress``), and its
+        ``replica_progress`` (0.0-1.0; 0.0 before its model actor exists), all from one call to its model actor.
+
+        The fraction is not called ``progress``: the supervisor merges this into a launch's status, whose
+        ``progress`` is the whole launch's (every replica), not this replica's."""
         replica = self._replicas.get(replica_uid)
         if replica is None:
             raise ModelNotFound(f"replica {replica_uid!r} is not on this worker")
         status: dict[str, Any] = {"stage": "starting the model process", "done_bytes": 0, "total_bytes": 0,
-                                  "bytes_per_second": None, "eta_seconds": None}
+                                  "bytes_per_second": None, "eta_seconds": None, "progress": 0.0}
         if replica.address:
             try:
                 status = await (await self._model_ref(replica.address)).load_status()
             except (xo.ActorNotExist, xo.ServerClosed, ConnectionError, OSError):
                 pass  # its model actor is not created yet
+        status["replica_progress"] = float(status.pop("progress", 0.0))
         return status
 
     async def cancel_launch(self, replica_uid: str) -> None:
@@ -412,7 +438,7 @@ class WorkerActor(xo.StatelessActor):
         """This machine's CPU and GPU use and each replica's process CPU and RSS (``GET /metrics``)."""
         from xinference.core.resources import machine_usage
 
-        pids = {uid: (str(r.plan.get("model_uid", "")), r.facts.get("pid")) for uid, r in self._replicas.items()}
+        pids = {uid: (r.plan.model_uid, r.facts.get("pid")) for uid, r in self._replicas.items()}
         return await asyncio.to_thread(machine_usage, pids)
 
     async def read_log(self, replica_uid: str, tail: int, since: int | None = None) -> dict[str, Any]:
@@ -471,7 +497,7 @@ class WorkerActor(xo.StatelessActor):
             raise cancelled
 
     @staticmethod
-    async def _model_ref(address: str) -> Any:
+    async def _model_ref(address: str) -> ReplicaRef:
         return await replica_ref(address)
 
     def _exit_code(self, address: str, pid: int | None = None) -> int | None:
@@ -481,3 +507,11 @@ class WorkerActor(xo.StatelessActor):
     def _with_log(message: str, log_path: Path) -> str:
         tail = log_tail(log_path)
         return f"{message}\nlast log lines of the model process:\n{tail}" if tail else message
+
+
+def _engine_class(name: str) -> type[Engine] | None:
+    """The adapter class of engine ``name``, or None when this worker does not know it."""
+    try:
+        return get_engine_class(name)
+    except XinferenceError:
+        return None

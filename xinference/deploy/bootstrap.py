@@ -19,6 +19,7 @@ import xoscar as xo
 
 from xinference import settings
 from xinference.api.app import create_app
+from xinference.core.refs import WorkerRef
 
 __all__ = ["ApiServer", "create_pool", "serve_api", "stop_worker", "wait_for_signal"]
 
@@ -88,7 +89,7 @@ async def wait_for_signal() -> int:
             loop.remove_signal_handler(sig)
 
 
-async def stop_worker(worker: Any) -> None:
+async def stop_worker(worker: WorkerRef) -> None:
     """Terminate every model subprocess of a worker (orderly shutdown)."""
     try:
         await asyncio.wait_for(worker.shutdown(), timeout=30)

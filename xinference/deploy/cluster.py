@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import click
 import httpx
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.refs import WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.deploy.bootstrap import create_pool, serve_api, stop_worker, wait_for_signal
@@ -58,7 +58,7 @@ def discover_supervisor(endpoint: str, api_key: str | None = None, timeout: floa
 
 async def run_worker(supervisor_address: str, host: str, port: int) -> None:
     pool = await create_pool(host, port)
-    worker: Any = None
+    worker: WorkerRef | None = None
     try:
         worker = await xo.create_actor(
             WorkerActor, pool, supervisor_address, True, address=pool.external_address, uid=WorkerActor.default_uid()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 import click
 import xoscar as xo
 
 from xinference import settings
+from xinference.core.refs import SupervisorRef, WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.deploy.bootstrap import create_pool, serve_api, stop_worker
@@ -37,11 +37,11 @@ async def run_local(
     started = time.monotonic()
     pool = await create_pool(internal_host)
     address = pool.external_address
-    worker: Any = None
+    worker: WorkerRef | None = None
     try:
         # autostart grace 0: this worker starts with the supervisor, so no worker can bring models back to adopt
-        supervisor: Any = await xo.create_actor(SupervisorActor, 0.0, address=address,
-                                                uid=SupervisorActor.default_uid())
+        supervisor: SupervisorRef = await xo.create_actor(SupervisorActor, 0.0, address=address,
+                                                          uid=SupervisorActor.default_uid())
         worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
         _, serving = await serve_api(address, host, port, log_level)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)
@@ -56,7 +56,7 @@ async def run_local(
         logger.info("stopped")
 
 
-async def _launch_default(supervisor: Any, model_name: str) -> None:
+async def _launch_default(supervisor: SupervisorRef, model_name: str) -> None:
     started = time.monotonic()
     logger.info("launching %s ...", model_name)
     try:

@@ -28,6 +28,7 @@ from xinference.errors import ModelLoadTimeout, XinferenceError
 if TYPE_CHECKING:
     from xinference.api.gateway.admission import Admission
     from xinference.api.gateway.routes import Route, RouteTable
+    from xinference.core.refs import SupervisorRef
 
 __all__ = ["FOREVER", "KeepAlive", "describe_keep_alive", "parse_keep_alive"]  # the parsing lives in core.launch
 
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 class KeepAlive:
     """Unloads idle models and reloads them on demand; one per API process (started by its lifespan)."""
 
-    def __init__(self, supervisor: Any, routes: RouteTable, admission: Admission) -> None:
+    def __init__(self, supervisor: SupervisorRef, routes: RouteTable, admission: Admission) -> None:
         self._supervisor = supervisor
         self._routes = routes
         self._admission = admission

@@ -25,6 +25,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from xinference.core.model_actor import PULL_WAIT_SECONDS
+from xinference.core.refs import ReplicaRef
 from xinference.errors import EngineError, ReplicaUnreachable
 
 __all__ = ["Inbox", "ReplicaPump"]
@@ -87,7 +88,7 @@ class ReplicaPump:
     stops (at the end, or when the client left: the caller aborts the request in the model actor itself).
     """
 
-    def __init__(self, ref: Any, call: CallWrapper, *, timeout: float = 30.0, name: str = "the replica",
+    def __init__(self, ref: ReplicaRef, call: CallWrapper, *, timeout: float = 30.0, name: str = "the replica",
                  on_timeout: Callable[[], None] | None = None) -> None:
         """``timeout``: the deadline of one round; ``name`` names the replica in the error of a round that missed
         it; ``on_timeout`` runs then (the route table stops sending new requests there for a while)."""

@@ -24,15 +24,18 @@ import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 import xoscar as xo
 
 from xinference import settings
 from xinference.api.gateway.admission import Admission, Ticket
-from xinference.core.model_actor import ModelActor
 from xinference.core.reachability import probe_connect
+from xinference.core.refs import ReplicaRef, SupervisorRef, local_replica_ref
 from xinference.errors import ModelNotFound, ModelUnavailable, ReplicaUnreachable, XinferenceError
+
+if TYPE_CHECKING:
+    from xinference.api.gateway.keepalive import KeepAlive
 
 __all__ = ["Replica", "Route", "RouteTable", "model_call"]
 
@@ -51,7 +54,7 @@ _PICKS = itertools.count(1)
 @dataclass
 class Replica:
     address: str
-    ref: Any
+    ref: ReplicaRef
     outstanding: int = 0
     #: whether this API process has opened a connection to the replica (its connect is then no longer probed)
     reached: bool = False
@@ -105,7 +108,7 @@ async def model_call(routes: RouteTable, uid: str, call: Awaitable[T]) -> T:
 class RouteTable:
     """Cache of the supervisor's routes, with reuse of replica objects (and their counters) across refreshes."""
 
-    def __init__(self, supervisor: Any) -> None:
+    def __init__(self, supervisor: SupervisorRef) -> None:
         self._supervisor = supervisor
         self._routes: dict[str, Route] = {}
         self._version = -1
@@ -120,7 +123,7 @@ class RouteTable:
         self._suspect: dict[str, float] = {}
         #: per-model limits on running and waiting requests; keep-alive (set by the app) reloads unloaded models
         self.admission = Admission()
-        self.keepalive: Any = None
+        self.keepalive: KeepAlive | None = None
 
     def mark_unreachable(self, address: str, seconds: float = SUSPECT_SECONDS) -> None:
         """Skip a replica whose process did not answer, until the supervisor's table catches up (or ``seconds``)."""
@@ -202,7 +205,7 @@ class RouteTable:
                 replica = old.get(address)
                 if replica is None:
                     # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
-                    replica = Replica(address, xo.create_actor_ref(address, ModelActor.default_uid()))
+                    replica = Replica(address, local_replica_ref(address))
                 replicas.append(replica)
             fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas,
                                info.get("model_engine", ""), dict(info.get("limits") or {}))

@@ -37,4 +37,4 @@ class EmbeddingService:
         params = body.to_engine_params()
         note_keep_alive(self._routes, route, body.keep_alive)
         result, _ = await self._routes.call(route, lambda replica: replica.ref.embed(params))
-        return result  # type: ignore[no-any-return]
+        return result

@@ -24,4 +24,4 @@ class RerankService:
         params = body.to_engine_params()
         note_keep_alive(self._routes, route, body.keep_alive)
         result, _ = await self._routes.call(route, lambda replica: replica.ref.rerank(params))
-        return result  # type: ignore[no-any-return]
+        return result
