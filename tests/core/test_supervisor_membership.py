@@ -211,3 +211,10 @@ def test_a_replica_given_up_on_releases_its_booking(sup: _Supervisor) -> None:
     assert len(sup.ledger) == 1  # its worker restarts it on the same GPU
     asyncio.run(sup.membership.replica_failed("smol", "smol-0", "gave up after 3 restart(s)", True))
     assert len(sup.ledger) == 0
+
+
+def test_every_join_schedules_the_autostart(sup: _Supervisor) -> None:
+    _join(sup)
+    _join(sup, address="w2")
+    _join(sup)  # a re-registration too: a worker back after a restart may be the one the models ran on
+    assert sup.autostarts == 3
