@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from xinference.core.supervisor.autostart import AutostartMixin, LaunchHistory
+from xinference import settings
+from xinference.core.supervisor.autostart import History, LaunchHistory
+from xinference.core.supervisor.models import ModelTable
 
 
-class _Supervisor(AutostartMixin):
-    """The mixin over a plain model table, as SupervisorActor holds it."""
-
-    def __init__(self) -> None:
-        self._models: dict[str, Any] = {}
+def _history(file: LaunchHistory | None = None) -> History:
+    """The supervisor's launch history over an empty model table, as SupervisorActor builds it, without an actor."""
+    return History(file or LaunchHistory(settings.home_dir() / "launch_history.json"), ModelTable())
 
 
 @pytest.fixture()
@@ -46,16 +46,16 @@ def _slow_writes(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
 
 def test_writes_leave_the_loop_and_land_in_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     threads = _slow_writes(monkeypatch, 0.1)
-    sup = _Supervisor()
+    sup = _history()
 
     async def scenario() -> tuple[float, list[dict[str, Any]]]:
         began = time.perf_counter()
-        sup._remember_launch("a", {"model_name": "x", "autostart": True}, "llama.cpp")
-        sup._remember_launch("b", {"model_name": "y"}, "vLLM")
-        sup._forget_autostart("a")
-        sup._remember_launch("c", {"model_name": "z", "autostart": True}, "MLX")
+        sup.remember("a", {"model_name": "x", "autostart": True}, "llama.cpp")
+        sup.remember("b", {"model_name": "y"}, "vLLM")
+        sup.forget("a")
+        sup.remember("c", {"model_name": "z", "autostart": True}, "MLX")
         returned = time.perf_counter() - began
-        return returned, await sup.launch_history()  # queued behind the four changes
+        return returned, await sup.listing()  # queued behind the four changes
 
     returned, listed = asyncio.run(scenario())
     assert returned < 0.1  # the writes (0.1 s each) went on without the loop waiting for them
@@ -72,13 +72,13 @@ def test_writes_leave_the_loop_and_land_in_order(home: Path, monkeypatch: pytest
 
 def test_a_burst_of_launches_shares_the_rewrites(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     threads = _slow_writes(monkeypatch, 0.05)
-    sup = _Supervisor()
+    sup = _history()
 
     async def scenario() -> list[dict[str, Any]]:
         for i in range(30):
-            sup._remember_launch(f"m{i:02d}", {"model_name": "x", "autostart": i % 2 == 0}, "llama.cpp")
-        sup._forget_autostart("m00")
-        return await sup.launch_history()
+            sup.remember(f"m{i:02d}", {"model_name": "x", "autostart": i % 2 == 0}, "llama.cpp")
+        sup.forget("m00")
+        return await sup.listing()
 
     listed = asyncio.run(scenario())
     assert len(threads) <= 2  # the first write, and the one every later change waited for (not 31)
@@ -90,27 +90,25 @@ def test_a_burst_of_launches_shares_the_rewrites(home: Path, monkeypatch: pytest
 
 def test_the_request_is_taken_as_it_was_at_the_call(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _slow_writes(monkeypatch, 0.05)
-    sup = _Supervisor()
+    sup = _history()
     request: dict[str, Any] = {"model_name": "x", "engine_kwargs": {"n_ctx": 2048}}
 
     async def scenario() -> list[dict[str, Any]]:
-        sup._remember_launch("a", request, "llama.cpp")
+        sup.remember("a", request, "llama.cpp")
         request["engine_kwargs"]["n_ctx"] = 1  # the record's own dict changes after the launch
-        return await sup.launch_history()
+        return await sup.listing()
 
     assert asyncio.run(scenario())[0]["request"]["engine_kwargs"] == {"n_ctx": 2048}
 
 
-def test_a_failed_write_is_logged_and_the_next_read_is_empty(home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
-    sup = _Supervisor()
+def test_a_failed_write_is_logged_and_the_next_read_is_empty(home: Path, caplog: pytest.LogCaptureFixture) -> None:
     blocked = home / "blocked"
     blocked.write_text("a file where the history's folder should be", encoding="utf-8")
-    monkeypatch.setattr(_Supervisor, "_history", lambda self: LaunchHistory(blocked / "launch_history.json"))
+    sup = _history(LaunchHistory(blocked / "launch_history.json"))
 
     async def scenario() -> list[dict[str, Any]]:
-        sup._remember_launch("a", {"model_name": "x"}, "llama.cpp")  # raises nothing here
-        return await sup.launch_history()
+        sup.remember("a", {"model_name": "x"}, "llama.cpp")  # raises nothing here
+        return await sup.listing()
 
     with caplog.at_level(logging.WARNING, logger="xinference.core.supervisor.autostart"):
         assert asyncio.run(scenario()) == []

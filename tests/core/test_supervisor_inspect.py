@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tests.machines import GIB, linux
-from xinference.core.supervisor.inspect import InspectMixin
+from xinference.core.ledger import Ledger
+from xinference.core.supervisor.inspect import Inspector
+from xinference.core.supervisor.models import ModelTable
 from xinference.errors import ModelNotFound
 from xinference.hardware import HardwareInfo
 
@@ -34,30 +36,27 @@ class _Worker:
     reads: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-class _Supervisor(InspectMixin):
-    """The mixin over plain records (what SupervisorActor holds), without actors."""
-
-    def __init__(self, models: dict[str, Any], workers: dict[str, Any]) -> None:
-        self._models = models
-        self._workers = workers
+def _inspector(models: dict[str, Any], workers: dict[str, Any]) -> Inspector:
+    """The inspector over plain records (what SupervisorActor gives it), without actors."""
+    return Inspector(ModelTable(models), workers, Ledger())
 
 
 def test_replica_for_log_by_default_index_or_uid_and_pending() -> None:
     record = _Record([_Replica("m-0", "w1"), _Replica("m-1", "w2")], pending=("w1", "m-2"))
-    sup = _Supervisor({"m": record}, {})
-    assert sup._replica_for_log("m", None) == ("w1", "m-0", ["m-0", "m-1", "m-2"])
-    assert sup._replica_for_log("m", "1")[:2] == ("w2", "m-1")
-    assert sup._replica_for_log("m", "m-2")[:2] == ("w1", "m-2")  # still starting: its log is readable
+    sup = _inspector({"m": record}, {})
+    assert sup.replica_for_log("m", None) == ("w1", "m-0", ["m-0", "m-1", "m-2"])
+    assert sup.replica_for_log("m", "1")[:2] == ("w2", "m-1")
+    assert sup.replica_for_log("m", "m-2")[:2] == ("w1", "m-2")  # still starting: its log is readable
     with pytest.raises(ModelNotFound, match="no replica '5'; it has: m-0, m-1, m-2"):
-        sup._replica_for_log("m", "5")
+        sup.replica_for_log("m", "5")
     with pytest.raises(ModelNotFound):
-        sup._replica_for_log("other", None)
+        sup.replica_for_log("other", None)
 
 
 def test_devices_list_every_gpu_with_its_holders() -> None:
     hw = linux(gpus=2, vram=80, vram_free=60)
     record = _Record([_Replica("big-0", "w1", (1,))])
-    devices = _Supervisor({"big": record}, {"w1": _Worker(hw), "w2": _Worker(linux())}).devices()
+    devices = _inspector({"big": record}, {"w1": _Worker(hw), "w2": _Worker(linux())}).devices()
     assert devices == [
         {"worker": "w1", "index": 0, "name": "H100", "vendor": "nvidia", "memory_total_bytes": 80 * GIB,
          "memory_used_bytes": 20 * GIB, "models": []},

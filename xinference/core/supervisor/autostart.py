@@ -22,16 +22,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from xinference import settings
 from xinference.core.background import BackgroundTasks
+from xinference.core.supervisor.models import ModelTable
 from xinference.errors import XinferenceError
 
-__all__ = ["MAX_HISTORY", "AutostartMixin", "Change", "LaunchHistory", "remember_change", "terminate_change"]
+__all__ = ["MAX_HISTORY", "Autostart", "Change", "History", "Launch", "LaunchHistory", "remember_change",
+           "terminate_change"]
 
 logger = logging.getLogger(__name__)
 
@@ -151,59 +152,75 @@ def _history_thread() -> _HistoryThread:
     return _thread[1]
 
 
-class AutostartMixin:
-    """Needs SupervisorActor's ``_models`` and ``launch_model``."""
+class History:
+    """The launch history as the supervisor keeps it: a launch that reached ``ready`` is remembered and a model
+    terminated on purpose stops autostarting, each queued on the history's thread (the caller never waits on the
+    disk); reads queue behind the changes made before them."""
 
-    _models: dict[str, Any]
+    def __init__(self, file: LaunchHistory, models: ModelTable) -> None:
+        self._file = file
+        self._models = models
 
-    def _history(self) -> LaunchHistory:
-        return LaunchHistory(settings.home_dir() / "launch_history.json")
-
-    async def _history_entries(self) -> list[dict[str, Any]]:
+    async def entries(self) -> list[dict[str, Any]]:
         """The entries, read on the history's thread after every change submitted before this call."""
-        history = self._history()
-        return await asyncio.wrap_future(_history_thread().executor.submit(history.entries))
+        return await asyncio.wrap_future(_history_thread().executor.submit(self._file.entries))
 
-    async def launch_history(self) -> list[dict[str, Any]]:
+    async def listing(self) -> list[dict[str, Any]]:
         """``GET /v1/launch_history``: newest first, with whether each model runs now."""
         out = []
-        for entry in reversed(await self._history_entries()):
-            record = self._models.get(entry["model_uid"])
+        for entry in reversed(await self.entries()):
+            record = self._models.find(entry["model_uid"])
             out.append({**entry, "status": record.status if record is not None else "not running"})
         return out
 
-    def _remember_launch(self, model_uid: str, request: dict[str, Any], model_engine: str) -> None:
+    def remember(self, model_uid: str, request: dict[str, Any], model_engine: str) -> None:
         """A launch reached ``ready``: its entry is written on the history's thread; returns at once."""
         request = copy.deepcopy(request)  # as it is now, not when written
-        _history_thread().change(self._history(), remember_change(model_uid, request, model_engine, time.time()))
+        _history_thread().change(self._file, remember_change(model_uid, request, model_engine, time.time()))
 
-    def _forget_autostart(self, model_uid: str) -> None:
+    def forget(self, model_uid: str) -> None:
         """A model was terminated on purpose: its autostart goes off on the history's thread; returns at once."""
-        _history_thread().change(self._history(), terminate_change(model_uid, time.time()))
+        _history_thread().change(self._file, terminate_change(model_uid, time.time()))
 
-    def _schedule_autostart(self) -> None:
+
+#: How autostart launches an entry: the supervisor's launch, given the request as it was remembered.
+Launch = Callable[[dict[str, Any]], Awaitable[object]]
+
+
+class Autostart:
+    """Launches the autostart entries not running yet, in the background, each time a worker joins.
+
+    ``started`` (monotonic) and ``grace`` (seconds): nothing is launched before ``started + grace``, so that the
+    workers still running the models after a supervisor restart re-register them first."""
+
+    def __init__(self, history: History, models: ModelTable, background: BackgroundTasks, launch: Launch,
+                 started: float, grace: float) -> None:
+        self._history = history
+        self._models = models
+        self._background = background
+        self._launch = launch
+        self._started = started
+        self._grace = grace
+        #: one pass at a time: workers joining together do not launch an entry twice
+        self._lock = asyncio.Lock()
+
+    def schedule(self) -> None:
         """Launch the autostart entries not running yet, in the background (called when a worker joins)."""
-        lock: asyncio.Lock | None = getattr(self, "_autostart_lock", None)
-        if lock is None:
-            lock = self._autostart_lock = asyncio.Lock()
-        tasks: BackgroundTasks = self._background  # type: ignore[attr-defined]
-        tasks.spawn(self._autostart(lock), "autostart")
+        self._background.spawn(self.run(), "autostart")
 
-    async def _autostart(self, lock: asyncio.Lock) -> None:
-        async with lock:
+    async def run(self) -> None:
+        async with self._lock:
             # after a supervisor restart, the workers that still run the models re-register them within a
             # heartbeat or two: launching before that would start a second copy of each
-            started: float = self._started  # type: ignore[attr-defined]
-            grace: float = self._autostart_grace  # type: ignore[attr-defined]
-            wait = started + grace - time.monotonic()
+            wait = self._started + self._grace - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            for entry in await self._history_entries():
+            for entry in await self._history.entries():
                 if not entry.get("autostart") or entry["model_uid"] in self._models:
                     continue
                 logger.info("autostart: launching %s again", entry["model_uid"])
                 try:
-                    await self.launch_model(dict(entry["request"]), wait_ready=True)  # type: ignore[attr-defined]
+                    await self._launch(dict(entry["request"]))
                 except XinferenceError as exc:
                     logger.warning("autostart of %s failed: %s", entry["model_uid"], exc.message.splitlines()[0])
                 except Exception:  # noqa: BLE001 - one bad entry must not stop the others

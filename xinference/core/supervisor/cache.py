@@ -1,27 +1,30 @@
-"""The supervisor's view of the model caches on the workers' disks (a mixin of SupervisorActor)."""
+"""The supervisor's view of the model caches on the workers' disks (a plain part of the supervisor: each
+call goes to the workers in its worker table)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from xinference import settings
+from xinference.core.supervisor.records import Workers
 from xinference.errors import InvalidRequest, ModelNotFound
 
-__all__ = ["CacheMixin"]
+__all__ = ["Caches"]
 
 
-class CacheMixin:
-    """Needs ``self._workers`` (address → WorkerEntry)."""
+class Caches:
+    """Lists and removes cache entries on ``workers``."""
 
-    _workers: dict[str, Any]
+    def __init__(self, workers: Workers) -> None:
+        self._workers = workers
 
-    async def list_cache(self, model_name: str | None = None) -> list[dict[str, Any]]:
+    async def entries(self, model_name: str | None = None) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         for worker in list(self._workers.values()):
             entries.extend(await worker.call("list_cache", model_name, timeout=settings.worker_call_timeout()))
         return entries
 
-    async def remove_cache(
+    async def remove(
         self, entry_id: str | None = None, model_name: str | None = None, worker: str | None = None
     ) -> list[dict[str, Any]]:
         """Delete one entry (by id) or every entry ``model_name`` was launched from, on one worker or all."""

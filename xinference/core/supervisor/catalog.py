@@ -1,4 +1,4 @@
-"""The supervisor's catalog side: custom registrations and the engine table (a mixin of SupervisorActor)."""
+"""The supervisor's catalog side: custom registrations and the engine table (a plain part of the supervisor)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,26 @@ import asyncio
 import logging
 from typing import Any
 
+from xinference.core.supervisor.records import Workers
 from xinference.engines.matcher import engine_table
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.download import local_path
 from xinference.model.registry import ModelRegistry
 from xinference.model.spec import ModelFamily
 
-__all__ = ["CatalogMixin"]
+__all__ = ["Catalog"]
 
 logger = logging.getLogger(__name__)
 
 
-class CatalogMixin:
-    """Needs ``self._registry`` (ModelRegistry) and ``self._workers`` (address → WorkerEntry)."""
+class Catalog:
+    """Registrations go to ``registry``; the engine table is asked of the hardware ``workers`` report."""
 
-    _registry: ModelRegistry
-    _workers: dict[str, Any]
+    def __init__(self, registry: ModelRegistry, workers: Workers) -> None:
+        self._registry = registry
+        self._workers = workers
 
-    async def register_model(self, model_type: str, family: dict[str, Any], persist: bool) -> None:
+    async def register(self, model_type: str, family: dict[str, Any], persist: bool) -> None:
         parsed = ModelFamily.model_validate(family)
         if parsed.model_type.lower() != model_type.lower():
             raise InvalidRequest(
@@ -42,11 +44,11 @@ class CatalogMixin:
         await asyncio.to_thread(self._registry.register, parsed, persist)
         logger.info("registered %s model %s (persist=%s)", parsed.model_type, parsed.model_name, persist)
 
-    async def unregister_model(self, model_type: str, model_name: str) -> None:
+    async def unregister(self, model_type: str, model_name: str) -> None:
         await asyncio.to_thread(self._registry.unregister, model_name, model_type)
         logger.info("unregistered %s", model_name)
 
-    async def list_registrations(self, model_type: str, detailed: bool) -> list[dict[str, Any]]:
+    async def registrations(self, model_type: str, detailed: bool) -> list[dict[str, Any]]:
         result = []
         for family in self._registry.list(model_type):
             entry: dict[str, Any] = {
@@ -58,11 +60,11 @@ class CatalogMixin:
             result.append(entry)
         return result
 
-    async def get_registration(self, model_type: str, model_name: str) -> dict[str, Any]:
+    async def registration(self, model_type: str, model_name: str) -> dict[str, Any]:
         family = self._registry.get(model_name, model_type)
         return {**family.model_dump(mode="json"), "is_builtin": self._registry.is_builtin(model_name)}
 
-    async def query_engines(self, model_type: str | None, model_name: str) -> dict[str, Any]:
+    async def engines(self, model_type: str | None, model_name: str) -> dict[str, Any]:
         """``GET /v1/engines``: per engine serving this model type, the params it accepts on some worker, or why
         not (per worker when they disagree)."""
         family = self._registry.get(model_name, model_type)

@@ -1,7 +1,8 @@
-"""Read-only views the web UI and operators need: a replica's log and the devices of every worker.
+"""Read-only views the web UI and operators need: a replica's log, a launch's progress, the devices of every
+worker and the cluster's summary.
 
-A mixin of SupervisorActor: it only reads ``self._models`` and ``self._workers``. Logs live on the worker that
-runs the replica, so the supervisor picks the replica and forwards the read there.
+A plain part of the supervisor: it only reads the model table, the worker table and the ledger. Logs live on the
+worker that runs the replica, so the supervisor picks the replica and forwards the read there.
 """
 
 from __future__ import annotations
@@ -10,23 +11,36 @@ import contextlib
 from typing import Any
 
 from xinference import settings
+from xinference.core.ledger import Ledger
+from xinference.core.supervisor.models import ModelTable
+from xinference.core.supervisor.records import Workers
 from xinference.errors import InvalidRequest, ModelNotFound, XinferenceError
 
-__all__ = ["InspectMixin"]
+__all__ = ["Inspector"]
 
 
-class InspectMixin:
-    """Needs ``self._models`` (uid → ModelRecord) and ``self._workers`` (address → WorkerEntry)."""
+class Inspector:
+    """Reads ``models``, ``workers`` and ``ledger``; forwards a log read to the worker that holds the log."""
 
-    _models: dict[str, Any]
-    _workers: dict[str, Any]
+    def __init__(self, models: ModelTable, workers: Workers, ledger: Ledger) -> None:
+        self._models = models
+        self._workers = workers
+        self._ledger = ledger
 
-    def _replica_for_log(self, model_uid: str, replica: str | None) -> tuple[str, str, list[str]]:
+    async def cluster_info(self) -> dict[str, Any]:
+        """Every worker, every model's replicas, the route version, the devices and the ledger's bookings."""
+        return {
+            "workers": [w.info() for w in self._workers.values()],
+            "models": {uid: [r.info() for r in rec.replicas] for uid, rec in self._models.records.items()},
+            "route_version": self._models.version,
+            "devices": self.devices(),
+            "bookings": self._ledger.snapshot(),
+        }
+
+    def replica_for_log(self, model_uid: str, replica: str | None) -> tuple[str, str, list[str]]:
         """(worker address, replica uid, every replica uid of the model) for ``replica``: an index ("0"), a
         replica uid, or None for the first replica (the one being started while a launch is in progress)."""
         record = self._models.get(model_uid)
-        if record is None:
-            raise ModelNotFound(f"model {model_uid!r} is not running or launching", param="model_uid")
         known = [(r.worker_address, r.replica_uid) for r in record.replicas]
         if record.pending is not None and record.pending not in known:
             known.append(record.pending)
@@ -47,7 +61,7 @@ class InspectMixin:
         """``GET /v1/models/{uid}/logs``: the tail of one replica's log, or what it wrote after ``since``."""
         if since is not None and since < 0:
             raise InvalidRequest("since must be a byte offset >= 0", param="since")
-        address, replica_uid, names = self._replica_for_log(model_uid, replica)
+        address, replica_uid, names = self.replica_for_log(model_uid, replica)
         worker = self._workers.get(address)
         if worker is None:
             raise ModelNotFound(f"the worker of replica {replica_uid!r} is gone", param="replica")
@@ -60,8 +74,6 @@ class InspectMixin:
         out of how many) and its load's stage, bytes, speed and time left. Every field but ``status`` is None
         once no replica is starting."""
         record = self._models.get(model_uid)
-        if record is None:
-            raise ModelNotFound(f"model {model_uid!r} is not running or launching", param="model_uid")
         status: dict[str, Any] = {"status": record.status, "replicas_ready": len(record.replicas),
                                   "replicas_wanted": record.replica, "replica_uid": None, "stage": None,
                                   "done_bytes": None, "total_bytes": None, "bytes_per_second": None,
@@ -77,7 +89,7 @@ class InspectMixin:
     def devices(self) -> list[dict[str, Any]]:
         """Every worker's GPUs (index, name, memory total/used) and the replicas holding each."""
         holders: dict[tuple[str, int], list[str]] = {}
-        for record in self._models.values():
+        for record in self._models.records.values():
             for rep in record.replicas:
                 for index in rep.gpu_indices:
                     holders.setdefault((rep.worker_address, index), []).append(rep.replica_uid)

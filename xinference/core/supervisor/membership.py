@@ -1,5 +1,6 @@
 """Cluster membership: workers joining, heartbeating, leaving or going silent, and the replica events they report
-(a mixin of SupervisorActor).
+(a plain part of the supervisor, given the worker and model tables, the ledger, the tombstones and this
+supervisor's incarnation).
 
 A worker that stops heartbeating for ``settings.worker_timeout()`` seconds is declared gone and its replicas leave
 the routes and what they held is released in the ledger; a worker that comes back (after a supervisor restart, a
@@ -16,32 +17,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from xinference import settings
 from xinference.core.launch import LaunchPlan
 from xinference.core.ledger import Ledger, LedgerConflict
 from xinference.core.refs import worker_ref
-from xinference.core.supervisor.records import ModelRecord, Replica, WorkerEntry
+from xinference.core.supervisor.models import ModelTable
+from xinference.core.supervisor.records import ModelRecord, Replica, WorkerEntry, Workers
 from xinference.core.supervisor.tombstones import Tombstones
 from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["MembershipMixin"]
+__all__ = ["Connect", "Membership"]
 
 logger = logging.getLogger(__name__)
 
 
-class MembershipMixin:
-    """Needs SupervisorActor's ``_workers``, ``_models``, ``_ledger``, ``_tombstones``, ``_incarnation``,
-    ``_changed`` and ``_schedule_autostart``."""
+#: How the supervisor reaches a worker that joins: its actor reference, from its address.
+Connect = Callable[[str], Awaitable[Any]]
 
-    _workers: dict[str, WorkerEntry]
-    _models: dict[str, ModelRecord]
-    _ledger: Ledger
-    _tombstones: Tombstones
-    _incarnation: str
+
+class Membership:
+    """The workers of the cluster and the replicas they report.
+
+    ``on_join`` runs each time a worker (re-)registers (the supervisor schedules its autostart then); ``connect``
+    makes a joining worker's reference (``core/refs.worker_ref``; a test passes its own)."""
+
+    def __init__(self, workers: Workers, models: ModelTable, ledger: Ledger, tombstones: Tombstones,
+                 incarnation: str, on_join: Callable[[], None], connect: Connect = worker_ref) -> None:
+        self._workers = workers
+        self._models = models
+        self._ledger = ledger
+        self._tombstones = tombstones
+        self.incarnation = incarnation
+        self._on_join = on_join
+        self._connect = connect
 
     async def add_worker(
         self, address: str, hardware: dict[str, Any], replicas: list[dict[str, Any]] | None = None
@@ -50,7 +63,7 @@ class MembershipMixin:
         replicas it runs. Returns ``{"kill": {replica_uid: reason}}``: the reported replicas it must stop, because
         their launch was terminated or replaced meanwhile, or their model has all its replicas already; the others
         are adopted. Replicas the supervisor placed there before that the worker no longer reports are gone."""
-        ref = await worker_ref(address)
+        ref = await self._connect(address)
         previous = self._workers.get(address)
         if previous is not None:
             previous.gone.set()  # calls waiting on the old registration end; the new one takes over
@@ -64,7 +77,7 @@ class MembershipMixin:
             if reason is not None:
                 kill[reported["plan"]["replica_uid"]] = reason
                 logger.warning("replica %s on %s is not adopted: %s", reported["plan"]["replica_uid"], address, reason)
-        self._schedule_autostart()  # type: ignore[attr-defined] # models launched with autostart come back
+        self._on_join()  # models launched with autostart come back
         return {"kill": kill}
 
     def _drop_unreported(self, address: str, reported: set[str]) -> None:
@@ -75,7 +88,7 @@ class MembershipMixin:
             if booking.state == "loading" or booking.replica_uid in reported:
                 continue
             self._ledger.release(booking.replica_uid)
-            record = self._models.get(booking.model_uid)
+            record = self._models.find(booking.model_uid)
             if record is None:
                 continue
             before = len(record.replicas)
@@ -83,17 +96,17 @@ class MembershipMixin:
             if len(record.replicas) != before:
                 record.event("replica_lost", f"{booking.replica_uid}: worker {address} re-registered without it")
                 record.refresh_status()
-                self._changed()  # type: ignore[attr-defined]
+                self._models.changed()
 
     def _verdict(self, plan: LaunchPlan, address: str) -> str | None:
         """Why a reported replica must be killed, or None to adopt it."""
         if plan.launch_id and plan.launch_id in self._tombstones:
             return f"model {plan.model_uid!r} was terminated while its worker was away"
-        record = self._models.get(plan.model_uid)
+        record = self._models.find(plan.model_uid)
         if record is None:
             # A launch of this supervisor that is not running any more failed or was terminated here; one of an
             # earlier incarnation is adopted: this supervisor restarted and learns its models from the workers.
-            if plan.incarnation and plan.incarnation == self._incarnation:
+            if plan.incarnation and plan.incarnation == self.incarnation:
                 return f"its launch of {plan.model_uid!r} is not running any more"
             return None
         if plan.launch_id and record.launch_id != plan.launch_id:
@@ -115,7 +128,7 @@ class MembershipMixin:
         reason = self._verdict(plan, worker_address)
         if reason is not None:
             return reason
-        record = self._models.get(plan.model_uid)
+        record = self._models.find(plan.model_uid)
         if record is None:
             family = ModelFamily.model_validate(plan.family)
             choice = SpecChoice(family, ModelSpec.model_validate(plan.spec), plan.quantization)
@@ -125,7 +138,7 @@ class MembershipMixin:
                                           "draft": plan.draft})
             if plan.launch_id:
                 record.launch_id = plan.launch_id
-            self._models[plan.model_uid] = record
+            self._models.add(record)
         booking = self._ledger.get(plan.replica_uid)
         if booking is None:
             try:
@@ -133,7 +146,7 @@ class MembershipMixin:
                                   plan.gpu_indices, 0, state="running")
             except LedgerConflict as exc:
                 if not record.replicas and record.replica == 0:
-                    self._models.pop(plan.model_uid, None)
+                    self._models.remove(plan.model_uid)
                 return f"its GPUs are held by another replica ({exc})"
         else:
             self._ledger.mark(plan.replica_uid, "running")
@@ -151,7 +164,7 @@ class MembershipMixin:
         else:
             record.event("replica_adopted", f"{plan.replica_uid} on {worker_address} re-registered")
             logger.info("adopted running replica %s on %s", plan.replica_uid, worker_address)
-        self._changed()  # type: ignore[attr-defined]
+        self._models.changed()
         return None
 
     async def heartbeat(self, address: str, hardware: dict[str, Any]) -> bool:
@@ -165,37 +178,34 @@ class MembershipMixin:
 
     async def remove_worker(self, address: str) -> None:
         """A worker leaves in order (its models were stopped)."""
-        await self._worker_gone(address, "left the cluster")
+        self.forget_worker(address, "left the cluster")
 
     async def list_workers(self) -> list[dict[str, Any]]:
         return [w.info() for w in self._workers.values()]
 
-    async def _watch_workers(self) -> None:
+    async def watch(self) -> None:
         """Declare gone the workers silent for longer than the timeout (runs for the supervisor's lifetime)."""
         while True:
             await asyncio.sleep(min(1.0, settings.worker_timeout() / 4))
-            self._expire_silent(time.monotonic())
+            self.expire_silent(time.monotonic())
 
-    def _expire_silent(self, now: float) -> list[str]:
+    def expire_silent(self, now: float) -> list[str]:
         """The workers whose last heartbeat is older than the timeout at ``now`` are gone; returns their addresses."""
         deadline = now - settings.worker_timeout()
         gone = [address for address, worker in self._workers.items() if worker.last_seen < deadline]
         for address in gone:
             silent = now - self._workers[address].last_seen
-            self._forget_worker(address, f"stopped heartbeating ({silent:.0f}s silent)")
+            self.forget_worker(address, f"stopped heartbeating ({silent:.0f}s silent)")
         return gone
 
-    async def _worker_gone(self, address: str, why: str) -> None:
-        self._forget_worker(address, why)
-
-    def _forget_worker(self, address: str, why: str) -> None:
+    def forget_worker(self, address: str, why: str) -> None:
         worker = self._workers.pop(address, None)
         if worker is None:
             return
         worker.gone.set()  # launches and control calls waiting on it end now
         self._ledger.release_worker(address)
         logger.warning("worker %s %s; its replicas leave the routes", address, why)
-        for record in self._models.values():
+        for record in self._models.records.values():
             lost = [r for r in record.replicas if r.worker_address == address]
             if not lost:
                 continue
@@ -203,7 +213,7 @@ class MembershipMixin:
             for replica in lost:
                 record.event("replica_lost", f"{replica.replica_uid}: worker {address} {why}")
             record.refresh_status()
-        self._changed()  # type: ignore[attr-defined]
+        self._models.changed()
 
     # -- replica events reported by workers ---------------------------------------------------------------------
     async def replica_failed(self, model_uid: str, replica_uid: str, message: str, final: bool = False) -> None:
@@ -211,13 +221,13 @@ class MembershipMixin:
         up restarting it, so what it held is free."""
         if final:
             self._ledger.release(replica_uid)
-        record = self._models.get(model_uid)
+        record = self._models.find(model_uid)
         if record is None:
             return
         record.replicas = [r for r in record.replicas if r.replica_uid != replica_uid]
         record.event("replica_died", f"{replica_uid}: {message}")
         record.refresh_status()
-        self._changed()  # type: ignore[attr-defined]
+        self._models.changed()
         logger.warning("replica %s died: %s", replica_uid, message.splitlines()[0] if message else "")
 
     async def replica_restarted(self, worker_address: str, reported: dict[str, Any]) -> dict[str, Any]:

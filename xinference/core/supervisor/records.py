@@ -14,7 +14,7 @@ from xinference.errors import ModelUnavailable
 from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
 
-__all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry"]
+__all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry", "Workers"]
 
 #: Events kept per model (``GET /v1/models/{uid}/events``).
 MAX_EVENTS = 200
@@ -171,3 +171,7 @@ class ModelRecord:
             "model_engine": self.model_engine,
             "limits": {**self.limits, "slots": slots_of(self.engine_config)},
         }
+
+
+#: The supervisor's worker table (address -> entry): one dict, shared by every part that reads or changes it.
+Workers = dict[str, WorkerEntry]

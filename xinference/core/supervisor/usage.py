@@ -1,7 +1,7 @@
 """Every worker's current CPU, GPU and per-replica process use, asked at scrape time (``GET /metrics``).
 
-A mixin of SupervisorActor. Workers answer concurrently; one that does not within two seconds is left out of
-this scrape rather than slowing it down.
+A plain part of the supervisor, over its worker table. Workers answer concurrently; one that does not within two
+seconds is left out of this scrape rather than slowing it down.
 """
 
 from __future__ import annotations
@@ -10,15 +10,18 @@ import asyncio
 import contextlib
 from typing import Any
 
-__all__ = ["UsageMixin"]
+from xinference.core.supervisor.records import Workers
+
+__all__ = ["Usage"]
 
 
-class UsageMixin:
-    """Needs ``self._workers`` (address → WorkerEntry)."""
+class Usage:
+    """Asks every worker of ``workers`` for its machine's use."""
 
-    _workers: dict[str, Any]
+    def __init__(self, workers: Workers) -> None:
+        self._workers = workers
 
-    async def worker_usage(self) -> dict[str, dict[str, Any]]:
+    async def of_workers(self) -> dict[str, dict[str, Any]]:
         """worker address → ``core/resources.machine_usage`` of that worker."""
         out: dict[str, dict[str, Any]] = {}
 
