@@ -19,6 +19,7 @@ import pytest
 import xoscar as xo
 
 from tests.machines import linux
+from xinference.core.launch import LaunchPlan
 from xinference.core.ledger import Ledger, LedgerConflict
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
@@ -85,15 +86,16 @@ class RandomStandInWorker(xo.StatelessActor):
         hardware = linux(gpus=2).model_copy(update={"ram_free_bytes": RAM_FREE - used})
         return {**hardware.model_dump(mode="json"), "engines": ENGINES}
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
+    async def launch_replica(self, plan: LaunchPlan) -> dict[str, Any]:
+        plan_dict = plan.to_dict()  # the supervisor sends the dataclass; this double reads it as a dict
         await asyncio.sleep(self._random.uniform(0, 0.03))
-        uid = plan["replica_uid"]
+        uid = plan_dict["replica_uid"]
         if uid in self._cancelled:
             raise LaunchFailed(f"the launch of {uid} was cancelled")
         if self._random.random() < 0.1:
             raise LaunchFailed("the model process exited with code 1 while loading")
         assert uid not in self.live, f"{uid} launched twice on {self.address}"
-        self.live[uid] = plan
+        self.live[uid] = plan_dict
         return {"address": f"{self.address}#{uid}", "pid": 1, "engine_config": {}}
 
     async def terminate_replica(self, replica_uid: str, why: str = "") -> None:

@@ -17,6 +17,7 @@ import pytest
 import xoscar as xo
 
 from tests.machines import linux
+from xinference.core.launch import LaunchPlan
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.errors import EngineRejected, InvalidRequest
@@ -36,8 +37,9 @@ class StandInWorker(xo.StatelessActor):
     async def hardware(self) -> dict[str, Any]:
         return self._hardware
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
-        self.plans.append(plan)
+    async def launch_replica(self, plan: LaunchPlan) -> dict[str, Any]:
+        plan_dict = plan.to_dict()  # the supervisor sends the dataclass; this double reads it as a dict
+        self.plans.append(plan_dict)
         return {"address": self.address, "pid": 1, "engine_config": {}}
 
     async def recorded(self) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.machines import linux
 from xinference.core.background import BackgroundTasks
+from xinference.core.launch import LaunchPlan
 from xinference.core.ledger import Ledger
 from xinference.core.supervisor.autostart import Autostart, History, LaunchHistory
 from xinference.core.supervisor.booking import Booker
@@ -45,9 +46,10 @@ class StandInWorker:
     async def hardware(self) -> dict[str, Any]:
         return linux().model_dump(mode="json")
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
-        self.plans.append(plan)
-        return {"address": f"{self.address}:{plan['replica_uid']}", "pid": 1, "engine_config": {"n_ctx": 2048}}
+    async def launch_replica(self, plan: LaunchPlan) -> dict[str, Any]:
+        plan_dict = plan.to_dict()  # the supervisor sends the dataclass; this double reads it as a dict
+        self.plans.append(plan_dict)
+        return {"address": f"{self.address}:{plan_dict['replica_uid']}", "pid": 1, "engine_config": {"n_ctx": 2048}}
 
     async def terminate_replica(self, replica_uid: str, why: str) -> None:
         self.stopped.append(replica_uid)

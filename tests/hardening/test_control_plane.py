@@ -21,6 +21,7 @@ import xoscar as xo
 
 from tests.hardening.test_launch_races import ENGINES
 from tests.machines import linux
+from xinference.core.launch import LaunchPlan
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.errors import InvalidRequest, ModelNotFound, XinferenceError
@@ -47,18 +48,19 @@ class GpuStandInWorker(xo.StatelessActor):
             await asyncio.Event().wait()
         return self._hardware
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
-        gpus = tuple(plan["gpu_indices"])
+    async def launch_replica(self, plan: LaunchPlan) -> dict[str, Any]:
+        plan_dict = plan.to_dict()  # the supervisor sends the dataclass; this double reads it as a dict
+        gpus = tuple(plan_dict["gpu_indices"])
         clash = [uid for uid, held in self.holding.items() if set(held) & set(gpus)]
         if clash:
-            self.violations.append(f"{plan['replica_uid']} on GPU {gpus} held by {clash}")
-        self.holding[plan["replica_uid"]] = gpus
+            self.violations.append(f"{plan_dict['replica_uid']} on GPU {gpus} held by {clash}")
+        self.holding[plan_dict["replica_uid"]] = gpus
         try:
             await self._gate.wait()
         except asyncio.CancelledError:
-            self.holding.pop(plan["replica_uid"], None)
+            self.holding.pop(plan_dict["replica_uid"], None)
             raise
-        return {"address": f"{self.address}#{plan['replica_uid']}", "pid": 1, "engine_config": {}}
+        return {"address": f"{self.address}#{plan_dict['replica_uid']}", "pid": 1, "engine_config": {}}
 
     async def terminate_replica(self, replica_uid: str, why: str = "") -> None:
         if self._hang == "terminate_replica":

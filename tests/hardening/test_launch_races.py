@@ -18,6 +18,7 @@ import pytest
 import xoscar as xo
 
 from tests.machines import GIB, linux
+from xinference.core.launch import LaunchPlan
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.engines.registry import get_engine_class
@@ -42,12 +43,13 @@ class GatedStandInWorker(xo.StatelessActor):
     async def hardware(self) -> dict[str, Any]:
         return self._hardware
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
-        self.plans.append(plan)
+    async def launch_replica(self, plan: LaunchPlan) -> dict[str, Any]:
+        plan_dict = plan.to_dict()  # the supervisor sends the dataclass; this double reads it as a dict
+        self.plans.append(plan_dict)
         await self._gate.wait()
-        if plan["replica_uid"] in self.live:
-            raise InvalidRequest(f"replica {plan['replica_uid']} is already running here")
-        self.live.add(plan["replica_uid"])
+        if plan_dict["replica_uid"] in self.live:
+            raise InvalidRequest(f"replica {plan_dict['replica_uid']} is already running here")
+        self.live.add(plan_dict["replica_uid"])
         return {"address": self.address, "pid": 1, "engine_config": {}}
 
     async def terminate_replica(self, replica_uid: str, why: str = "") -> None:

@@ -47,9 +47,8 @@ class ModelsService:
         """``{"progress": 0.0-1.0}`` of a launch (the weights' download, per replica; 1.0 once ready), plus what
         it is doing now: ``status``, ``stage``, ``done_bytes``/``total_bytes``, ``bytes_per_second``,
         ``eta_seconds``, ``replica_uid`` and ``replicas_ready``/``replicas_wanted`` (the web UI shows them)."""
-        fraction = float(await self._supervisor.launch_progress(model_uid))
-        status: dict[str, Any] = await self._supervisor.launch_status(model_uid)
-        return {"progress": fraction, **status}
+        status: dict[str, Any] = await self._supervisor.launch_status(model_uid)  # one call carries the progress
+        return status
 
     async def cancel(self, model_uid: str) -> None:
         await self._supervisor.cancel_launch(model_uid)

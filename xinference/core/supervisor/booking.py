@@ -53,10 +53,15 @@ class Booker:
 
         async def one(worker: WorkerEntry) -> None:
             try:
-                worker.hardware = HardwareInfo.model_validate(await worker.call("hardware", timeout=timeout))
+                worker.hardware = HardwareInfo.model_validate(
+                    await worker.call(worker.ref.hardware(), what="hardware", timeout=timeout)
+                )
             except Exception as exc:  # noqa: BLE001 - a worker that cannot report keeps its last known numbers
-                logger.warning("worker %s did not report fresh hardware (%s); the memory check uses its last "
-                               "report", worker.address, exc)
+                logger.warning(
+                    "worker %s did not report fresh hardware (%s); the memory check uses its last report",
+                    worker.address,
+                    exc,
+                )
 
         await asyncio.gather(*(one(w) for w in entries))
 
@@ -93,8 +98,13 @@ class Booker:
         engine_cls = get_engine_class(record.model_engine)
         needed = engine_cls.gpus_needed(engine_cls.parse_config(record.engine_kwargs))
         first = self._workers[placements[0].address]
-        if (needed and launch.n_gpu == "auto" and launch.gpu_idx is None and first.hardware.gpus
-                and needed != len(placements[0].gpu_indices)):
+        if (
+            needed
+            and launch.n_gpu == "auto"
+            and launch.gpu_idx is None
+            and first.hardware.gpus
+            and needed != len(placements[0].gpu_indices)
+        ):
             launch.n_gpu = needed
             placements = self.place(count, launch)
         return placements
@@ -111,17 +121,25 @@ class Booker:
             for placement in placements:
                 devices = self.devices_for(placement)
                 if check_memory:
-                    problem = check_fit(choice.family, choice.spec, choice.quantization,
-                                        self.devices_for(placement, self._free_now(placement.address)),
-                                        record.engine_kwargs, 1, engine=engine_cls)
+                    problem = check_fit(
+                        choice.family,
+                        choice.spec,
+                        choice.quantization,
+                        self.devices_for(placement, self._free_now(placement.address)),
+                        record.engine_kwargs,
+                        1,
+                        engine=engine_cls,
+                    )
                     if problem is not None:
                         raise InvalidRequest(problem, param="ignore_memory_check")
-                need = engine_cls.estimate_memory(choice.family, choice.spec, choice.quantization,
-                                                  record.engine_kwargs, devices).total
+                need = engine_cls.estimate_memory(
+                    choice.family, choice.spec, choice.quantization, record.engine_kwargs, devices
+                ).total
                 replica_uid = f"{record.model_uid}-{record.next_index}"
                 record.next_index += 1
-                self._ledger.book(replica_uid, record.model_uid, record.launch_id, placement.address,
-                                  placement.gpu_indices, need)
+                self._ledger.book(
+                    replica_uid, record.model_uid, record.launch_id, placement.address, placement.gpu_indices, need
+                )
                 booked.append(replica_uid)
         except BaseException:
             for replica_uid in booked:
@@ -136,6 +154,8 @@ class Booker:
         ram, vram = self._ledger.loading(address)
         if not ram and not vram:
             return hardware
-        gpus = tuple(g.model_copy(update={"memory_free_bytes": max(0, g.memory_free_bytes - vram.get(g.index, 0))})
-                     for g in hardware.gpus)
+        gpus = tuple(
+            g.model_copy(update={"memory_free_bytes": max(0, g.memory_free_bytes - vram.get(g.index, 0))})
+            for g in hardware.gpus
+        )
         return hardware.model_copy(update={"ram_free_bytes": max(0, hardware.ram_free_bytes - ram), "gpus": gpus})

@@ -21,7 +21,11 @@ class Caches:
     async def entries(self, model_name: str | None = None) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         for worker in list(self._workers.values()):
-            entries.extend(await worker.call("list_cache", model_name, timeout=settings.worker_call_timeout()))
+            entries.extend(
+                await worker.call(
+                    worker.ref.list_cache(model_name), what="list_cache", timeout=settings.worker_call_timeout()
+                )
+            )
         return entries
 
     async def remove(
@@ -35,11 +39,19 @@ class Caches:
             raise ModelNotFound(f"no worker {worker!r} in this cluster", param="worker")
         removed: list[dict[str, Any]] = []
         for target in targets:
-            ids = [entry_id] if entry_id else [e["id"] for e in await target.call("list_cache", model_name,
-                                                                          timeout=settings.worker_call_timeout())]
+            ids = (
+                [entry_id]
+                if entry_id
+                else [
+                    e["id"]
+                    for e in await target.call(
+                        target.ref.list_cache(model_name), what="list_cache", timeout=settings.worker_call_timeout()
+                    )
+                ]
+            )
             for one in ids:
                 try:
-                    removed.append(await target.call("remove_cache", one, timeout=None))
+                    removed.append(await target.call(target.ref.remove_cache(one), what="remove_cache", timeout=None))
                 except ModelNotFound:
                     if len(targets) == 1:
                         raise

@@ -29,12 +29,14 @@ class EngineEnvs:
             raise ModelNotFound(f"no worker {worker!r} in this cluster", param="worker_ip")
         return targets
 
-    async def install(self, engine: str, worker: str | None = None, force: bool = False
-                             ) -> list[dict[str, Any]]:
+    async def install(self, engine: str, worker: str | None = None, force: bool = False) -> list[dict[str, Any]]:
         """Start installing ``engine`` on every worker (or the one named); returns each worker's status at once."""
         name = resolve_engine_name(engine)
         timeout = settings.worker_call_timeout()
-        return [await w.call("install_engine", name, force, timeout=timeout) for w in self._targets(worker)]
+        return [
+            await w.call(w.ref.install_engine(name, force), what="install_engine", timeout=timeout)
+            for w in self._targets(worker)
+        ]
 
     async def status(self, engine: str, worker: str | None = None) -> list[dict[str, Any]]:
         """Each worker's install progress and state for ``engine``. Once an install is over, the worker's fresh
@@ -42,7 +44,9 @@ class EngineEnvs:
         name = resolve_engine_name(engine)
         statuses = []
         for target in self._targets(worker):
-            status = await target.call("engine_env", name, timeout=settings.worker_call_timeout())
+            status = await target.call(
+                target.ref.engine_env(name), what="engine_env", timeout=settings.worker_call_timeout()
+            )
             if not status["installing"]:
                 await self._refresh_hardware(target)
             statuses.append(status)
@@ -52,10 +56,10 @@ class EngineEnvs:
         name = resolve_engine_name(engine)
         results = []
         for target in self._targets(worker):
-            results.append(await target.call("uninstall_engine", name, timeout=None))
+            results.append(await target.call(target.ref.uninstall_engine(name), what="uninstall_engine", timeout=None))
             await self._refresh_hardware(target)
         return results
 
     async def _refresh_hardware(self, worker: WorkerEntry) -> None:
-        report = await worker.call("hardware", timeout=settings.worker_call_timeout())
+        report = await worker.call(worker.ref.hardware(), what="hardware", timeout=settings.worker_call_timeout())
         worker.hardware = HardwareInfo.model_validate(report)

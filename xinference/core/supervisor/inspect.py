@@ -53,11 +53,13 @@ class Inspector:
         for worker, uid in known:
             if replica in (uid, uid.rsplit("-", 1)[-1]):
                 return worker, uid, names
-        raise ModelNotFound(f"model {model_uid!r} has no replica {replica!r}; it has: {', '.join(names)}",
-                            param="replica")
+        raise ModelNotFound(
+            f"model {model_uid!r} has no replica {replica!r}; it has: {', '.join(names)}", param="replica"
+        )
 
-    async def model_log(self, model_uid: str, replica: str | None = None, tail: int = 200,
-                        since: int | None = None) -> dict[str, Any]:
+    async def model_log(
+        self, model_uid: str, replica: str | None = None, tail: int = 200, since: int | None = None
+    ) -> dict[str, Any]:
         """``GET /v1/models/{uid}/logs``: the tail of one replica's log, or what it wrote after ``since``."""
         if since is not None and since < 0:
             raise InvalidRequest("since must be a byte offset >= 0", param="since")
@@ -65,25 +67,43 @@ class Inspector:
         worker = self._workers.get(address)
         if worker is None:
             raise ModelNotFound(f"the worker of replica {replica_uid!r} is gone", param="replica")
-        piece: dict[str, Any] = await worker.call("read_log", replica_uid, tail, since,
-                                                        timeout=settings.worker_call_timeout())
+        piece: dict[str, Any] = await worker.call(
+            worker.ref.read_log(replica_uid, tail, since), what="read_log", timeout=settings.worker_call_timeout()
+        )
         return {"model_uid": model_uid, "replica_uid": replica_uid, "worker": address, "replicas": names, **piece}
 
     async def launch_status(self, model_uid: str) -> dict[str, Any]:
-        """What the launch of ``model_uid`` is doing now: the model's status, the replica being started (index,
-        out of how many) and its load's stage, bytes, speed and time left. Every field but ``status`` is None
-        once no replica is starting."""
+        """What the launch of ``model_uid`` is doing now: the model's status, its overall ``progress`` (0.0-1.0:
+        replicas done plus the current one's load; 1.0 once it is not launching), the replica being started (index,
+        out of how many) and its load's stage, bytes, speed and time left. Every field but ``status`` and
+        ``progress`` is None once no replica is starting. One call to the worker, one from it to the model."""
         record = self._models.get(model_uid)
-        status: dict[str, Any] = {"status": record.status, "replicas_ready": len(record.replicas),
-                                  "replicas_wanted": record.replica, "replica_uid": None, "stage": None,
-                                  "done_bytes": None, "total_bytes": None, "bytes_per_second": None,
-                                  "eta_seconds": None}
-        pending = record.pending if record.status == "launching" else None
+        status: dict[str, Any] = {
+            "status": record.status,
+            "progress": 1.0,
+            "replicas_ready": len(record.replicas),
+            "replicas_wanted": record.replica,
+            "replica_uid": None,
+            "stage": None,
+            "done_bytes": None,
+            "total_bytes": None,
+            "bytes_per_second": None,
+            "eta_seconds": None,
+        }
+        if record.status != "launching":
+            return status
+        current = 0.0
+        pending = record.pending
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
             with contextlib.suppress(XinferenceError):
-                status.update(await worker.call("launch_status", pending[1], timeout=settings.worker_call_timeout()))
+                answer = await worker.call(
+                    worker.ref.launch_status(pending[1]), what="launch_status", timeout=settings.worker_call_timeout()
+                )
+                current = float(answer.pop("replica_progress", None) or 0.0)
+                status.update(answer)
                 status["replica_uid"] = pending[1]
+        status["progress"] = min((len(record.replicas) + current) / max(record.replica, 1), 1.0)
         return status
 
     def devices(self) -> list[dict[str, Any]]:
@@ -96,8 +116,15 @@ class Inspector:
         out: list[dict[str, Any]] = []
         for address, worker in self._workers.items():
             for gpu in worker.hardware.gpus:
-                out.append({"worker": address, "index": gpu.index, "name": gpu.name, "vendor": gpu.vendor,
-                            "memory_total_bytes": gpu.memory_total_bytes,
-                            "memory_used_bytes": gpu.memory_total_bytes - gpu.memory_free_bytes,
-                            "models": holders.get((address, gpu.index), [])})
+                out.append(
+                    {
+                        "worker": address,
+                        "index": gpu.index,
+                        "name": gpu.name,
+                        "vendor": gpu.vendor,
+                        "memory_total_bytes": gpu.memory_total_bytes,
+                        "memory_used_bytes": gpu.memory_total_bytes - gpu.memory_free_bytes,
+                        "models": holders.get((address, gpu.index), []),
+                    }
+                )
         return out

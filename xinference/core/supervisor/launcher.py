@@ -59,8 +59,12 @@ def launch_limits(launch: LaunchRequest) -> dict[str, Any]:
         raise InvalidRequest("max_queued must be 0 or more", param="max_queued")
     if launch.queue_timeout is not None and launch.queue_timeout <= 0:
         raise InvalidRequest("queue_timeout must be a positive number of seconds", param="queue_timeout")
-    return {"keep_alive": keep, "keep_alive_text": describe_keep_alive(keep), "max_queued": launch.max_queued,
-            "queue_timeout": launch.queue_timeout}
+    return {
+        "keep_alive": keep,
+        "keep_alive_text": describe_keep_alive(keep),
+        "max_queued": launch.max_queued,
+        "queue_timeout": launch.queue_timeout,
+    }
 
 
 class Launcher:
@@ -69,9 +73,19 @@ class Launcher:
     ``incarnation`` is this supervisor process's identity, carried by every replica it starts: a replica a worker
     reports later from this incarnation whose launch is not running any more was terminated or failed here."""
 
-    def __init__(self, registry: ModelRegistry, models: ModelTable, workers: Workers, ledger: Ledger,
-                 booker: Booker, lock: asyncio.Lock, background: BackgroundTasks, tombstones: Tombstones,
-                 history: History, incarnation: str) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        models: ModelTable,
+        workers: Workers,
+        ledger: Ledger,
+        booker: Booker,
+        lock: asyncio.Lock,
+        background: BackgroundTasks,
+        tombstones: Tombstones,
+        history: History,
+        incarnation: str,
+    ) -> None:
         self._registry = registry
         self._models = models
         self._workers = workers
@@ -105,16 +119,25 @@ class Launcher:
         # GPUs and memory before the lock is released: overlapping launches see each other's bookings.
         async with self._lock:
             record, booked = self._decide(request, launch, limits, family, choices)
-        record.event("launching", f"{record.model_engine}, {record.choice.spec.model_format} "
-                                  f"{record.choice.quantization}, {launch.replica} replica(s)")
+        record.event(
+            "launching",
+            f"{record.model_engine}, {record.choice.spec.model_format} "
+            f"{record.choice.quantization}, {launch.replica} replica(s)",
+        )
         if not wait_ready:
             self._background.spawn(self.start_all(record, booked, keep_failed=True), f"launch-{record.model_uid}")
             return record.info()
         await self.start_all(record, booked, keep_failed=False)
         return record.info()
 
-    def _decide(self, request: dict[str, Any], launch: LaunchRequest, limits: dict[str, Any],
-                family: ModelFamily, choices: list[SpecChoice]) -> tuple[ModelRecord, list[str]]:
+    def _decide(
+        self,
+        request: dict[str, Any],
+        launch: LaunchRequest,
+        limits: dict[str, Any],
+        family: ModelFamily,
+        choices: list[SpecChoice],
+    ) -> tuple[ModelRecord, list[str]]:
         """Engine, spec, workers and GPUs of a launch; registers its record (``launching``) with its replicas booked
         in the ledger. Called under the lock."""
         placements = self._booker.place(launch.replica, launch)
@@ -123,8 +146,9 @@ class Launcher:
         choice = matched.accepted[0]
         engine_cls = get_engine_class(matched.engine)
         # enable_mtp / draft_model_path are launch fields: a draft plan for every replica, not engine options
-        launch.engine_kwargs, draft = plan_draft(self._registry, choice, matched.engine, engine_cls.config_class,
-                                                 launch.engine_kwargs)
+        launch.engine_kwargs, draft = plan_draft(
+            self._registry, choice, matched.engine, engine_cls.config_class, launch.engine_kwargs
+        )
         engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
         # what is wrong with the request itself comes first (above); then whether its uid is free
         uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
@@ -132,13 +156,20 @@ class Launcher:
             hint = "" if launch.model_uid else "; pass model_uid to run another instance"
             raise ModelAlreadyExists(f"a model with uid {uid!r} is already running{hint}", param="model_uid")
         if self._ledger.of_model(uid):  # a terminated launch of this uid still has a replica loading or stopping
-            raise ModelUnavailable(f"the previous model with uid {uid!r} is still stopping; retry in a moment",
-                                   retry_after=2.0)
-        record = ModelRecord(uid, choice, matched.engine, launch.replica, engine_kwargs=dict(launch.engine_kwargs),
-                             hardware=hardware,
-                             sources={"model_path": launch.model_path, "download_hub": launch.download_hub,
-                                      "draft": draft},
-                             launch=dict(request), limits=limits)
+            raise ModelUnavailable(
+                f"the previous model with uid {uid!r} is still stopping; retry in a moment", retry_after=2.0
+            )
+        record = ModelRecord(
+            uid,
+            choice,
+            matched.engine,
+            launch.replica,
+            engine_kwargs=dict(launch.engine_kwargs),
+            hardware=hardware,
+            sources={"model_path": launch.model_path, "download_hub": launch.download_hub, "draft": draft},
+            launch=dict(request),
+            limits=limits,
+        )
         placements = self._booker.sized(record, launch.replica, launch)
         record.hardware = self._booker.devices_for(placements[0])
         booked = self._booker.book(record, placements, check_memory=not launch.ignore_memory_check)
@@ -211,7 +242,7 @@ class Launcher:
         record.pending = (worker.address, replica_uid)
         try:
             # no time limit (a download may take hours), but a worker declared gone ends the wait
-            facts = await worker.call("launch_replica", plan.to_dict(), timeout=None)
+            facts = await worker.call(worker.ref.launch_replica(plan), what="launch_replica", timeout=None)
         except BaseException:
             self._ledger.release(replica_uid)
             raise
@@ -234,16 +265,22 @@ class Launcher:
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
             with contextlib.suppress(XinferenceError):
-                current = float(await worker.call("launch_progress", pending[1],
-                                                  timeout=settings.worker_call_timeout()))
+                current = float(
+                    await worker.call(
+                        worker.ref.launch_progress(pending[1]),
+                        what="launch_progress",
+                        timeout=settings.worker_call_timeout(),
+                    )
+                )
         return min((len(record.replicas) + current) / max(record.replica, 1), 1.0)
 
     async def cancel(self, model_uid: str) -> None:
         """Stop a launch in progress: the download stops and the launch fails with "... was cancelled"."""
         record = self._models.get(model_uid)
         if record.status != "launching":
-            raise InvalidRequest(f"model {model_uid!r} is already {record.status}; terminate it instead",
-                                 param="model_uid")
+            raise InvalidRequest(
+                f"model {model_uid!r} is already {record.status}; terminate it instead", param="model_uid"
+            )
         record.cancelled = True
         await self._cancel_pending(record)
         logger.info("launch of %s cancelled", model_uid)
@@ -255,7 +292,9 @@ class Launcher:
         worker = self._workers.get(pending[0]) if pending else None
         if pending and worker is not None:
             try:
-                await worker.call("cancel_launch", pending[1], timeout=settings.worker_call_timeout())
+                await worker.call(
+                    worker.ref.cancel_launch(pending[1]), what="cancel_launch", timeout=settings.worker_call_timeout()
+                )
             except (XinferenceError, xo.ServerClosed, ConnectionError, OSError) as exc:
                 logger.warning("could not tell worker %s to cancel %s: %s", worker.address, pending[1], exc)
 
@@ -276,8 +315,9 @@ class Launcher:
         await self.stop_replicas(record, why=f"model {model_uid!r} was terminated")
         logger.info("model %s terminated", model_uid)
 
-    async def stop_replicas(self, record: ModelRecord, replicas: list[Replica] | None = None,
-                            why: str = "stopped") -> None:
+    async def stop_replicas(
+        self, record: ModelRecord, replicas: list[Replica] | None = None, why: str = "stopped"
+    ) -> None:
         """Stop ``replicas`` (default: all of the record's), each on its worker, all at once and each bounded. A
         replica leaves the record at once; its booking is released once its worker confirms it is gone. One whose
         worker did not answer stays booked (``stopping``): its process may still hold its GPUs, until the worker
@@ -294,12 +334,20 @@ class Launcher:
             self._ledger.release(replica.replica_uid)
             return
         try:
-            await worker.call("terminate_replica", replica.replica_uid, why, timeout=settings.worker_call_timeout())
+            await worker.call(
+                worker.ref.terminate_replica(replica.replica_uid, why),
+                what="terminate_replica",
+                timeout=settings.worker_call_timeout(),
+            )
         except ModelNotFound:
             logger.warning("replica %s was already gone", replica.replica_uid)
         except (XinferenceError, xo.ServerClosed, ConnectionError, OSError) as exc:
-            logger.warning("worker %s did not stop replica %s (%s); it stays booked until the worker answers or is "
-                           "declared gone", worker.address, replica.replica_uid, exc)
+            logger.warning(
+                "worker %s did not stop replica %s (%s); it stays booked until the worker answers or is declared gone",
+                worker.address,
+                replica.replica_uid,
+                exc,
+            )
             return
         self._ledger.release(replica.replica_uid)
 

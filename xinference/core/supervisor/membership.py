@@ -124,7 +124,7 @@ class Membership:
     def _adopt(self, worker_address: str, reported: dict[str, Any], restarted: bool = False) -> str | None:
         """Take over a replica a (re-)registering worker runs, creating its model's record when unknown; returns
         why it must be killed instead, or None when adopted."""
-        plan = LaunchPlan(**reported["plan"])
+        plan = LaunchPlan.from_dict(reported["plan"])
         reason = self._verdict(plan, worker_address)
         if reason is not None:
             return reason

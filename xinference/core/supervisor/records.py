@@ -6,13 +6,17 @@ import asyncio
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from xinference.core.launch import LaunchRequest, slots_of
+from xinference.core.refs import WorkerRef
 from xinference.errors import ModelUnavailable
 from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
+
+T = TypeVar("T")
 
 __all__ = ["LaunchRequest", "ModelRecord", "Replica", "WorkerEntry", "Workers"]
 
@@ -33,8 +37,13 @@ class Replica:
     gpu_indices: tuple[int, ...] = ()
 
     def info(self) -> dict[str, Any]:
-        return {"replica_uid": self.replica_uid, "worker_address": self.worker_address, "address": self.address,
-                "pid": self.pid, "gpu_indices": list(self.gpu_indices)}
+        return {
+            "replica_uid": self.replica_uid,
+            "worker_address": self.worker_address,
+            "address": self.address,
+            "pid": self.pid,
+            "gpu_indices": list(self.gpu_indices),
+        }
 
 
 @dataclass
@@ -43,17 +52,19 @@ class WorkerEntry:
     supervisor forgets it (silent too long, or it left)."""
 
     address: str
-    ref: Any
+    ref: WorkerRef
     hardware: HardwareInfo
     last_seen: float = field(default_factory=time.monotonic)
     joined: float = field(default_factory=time.time)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def call(self, method: str, *args: Any, timeout: float | None) -> Any:
-        """``ref.<method>(*args)``, ended with ModelUnavailable when the worker does not answer within ``timeout``
-        seconds (None: no time limit, for a launch that may download for hours) or is declared gone meanwhile (its
-        heartbeats stopped: a host lost without a connection reset never answers)."""
-        call = asyncio.ensure_future(getattr(self.ref, method)(*args))
+    async def call(self, request: Awaitable[T], *, timeout: float | None, what: str) -> T:
+        """Await ``request``, a call on ``self.ref`` named ``what`` (``worker.call(worker.ref.usage(), timeout=2,
+        what="usage")``: typed through :class:`~xinference.core.refs.WorkerRef`), ended with ModelUnavailable when
+        the worker does not answer within ``timeout`` seconds (None: no time limit, for a launch that may download
+        for hours) or is declared gone meanwhile (its heartbeats stopped: a host lost without a connection reset
+        never answers)."""
+        call = asyncio.ensure_future(request)
         gone = asyncio.ensure_future(self.gone.wait())
         try:
             done, _ = await asyncio.wait({call, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -65,7 +76,7 @@ class WorkerEntry:
         if call in done:
             return call.result()
         call.cancel()
-        why = "left the cluster" if gone in done else f"did not answer {method} within {timeout:g} s"
+        why = "left the cluster" if gone in done else f"did not answer {what} within {timeout:g} s"
         raise ModelUnavailable(f"worker {self.address} {why}", retry_after=5.0)
 
     def info(self) -> dict[str, Any]:
@@ -149,7 +160,8 @@ class ModelRecord:
             "context_length": family.context_length,
             "tool_call_format": family.tool_call_format,
             "reasoning_tags": [family.reasoning_start_tag, family.reasoning_end_tag]
-            if family.reasoning_start_tag else None,
+            if family.reasoning_start_tag
+            else None,
             "replica": self.replica,
             "status": self.status,
             "address": self.replicas[0].worker_address if self.replicas else None,
