@@ -203,8 +203,8 @@ class WorkerActor(xo.StatelessActor):
     async def launch_replica(self, plan: LaunchPlan | dict[str, Any]) -> dict[str, Any]:
         """Start a subprocess, create the ModelActor there and load the model; returns its address and facts.
 
-        ``plan`` crosses as the :class:`LaunchPlan` itself; a dict (``LaunchPlan.to_dict``) is still taken, as
-        the supervisor sent it before plans crossed as they are."""
+        ``plan`` crosses as the :class:`LaunchPlan` itself; a dict (``LaunchPlan.to_dict``) is still taken from a
+        supervisor of an earlier version, which sent it that way (a cluster upgraded one machine at a time)."""
         if isinstance(plan, dict):
             plan = LaunchPlan.from_dict(plan)
         replica_uid = plan.replica_uid
