@@ -1,9 +1,9 @@
 """What ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` do (the Anthropic Messages API).
 
-A request is translated into chat-completions parameters (:mod:`xinference.api.anthropic.protocol`) and served by
-the same engine calls as ``/v1/chat/completions`` (:class:`GenerationService`); the result or the chunks are
-translated back (:mod:`.stream`). Validation, the model lookup and the engine's own refusals happen before
-the first byte; once a stream has started, a failure is an ``event: error`` in Anthropic's shape.
+A request is translated into chat-completions parameters (:mod:`.translate`) and served by the same engine calls
+as ``/v1/chat/completions`` (:class:`GenerationService`); the result or the chunks are translated back
+(:mod:`.stream`). Validation, the model lookup and the engine's own refusals happen before the first byte; once a
+stream has started, a failure is an ``event: error`` in Anthropic's shape.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator
 
 from xinference.api.anthropic.protocol import CountTokensRequest, MessagesRequest
 from xinference.api.anthropic.stream import MessageStream, message_from_chat
+from xinference.api.anthropic.translate import count_tokens_to_chat, messages_to_chat
 from xinference.api.errors import anthropic_error_event
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.openai.chat.serving import GenerationService
@@ -29,14 +30,14 @@ class MessagesService:
 
     async def create(self, body: MessagesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
         """A ``message`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
-        opened = await open_chat(self._generation, body.model, body.to_chat(), body.stream, body.keep_alive)
+        opened = await open_chat(self._generation, body.model, messages_to_chat(body), body.stream, body.keep_alive)
         if isinstance(opened, dict):
             return message_from_chat(opened, body.model)
         return relay_events("Messages", body.model, opened, MessageStream(body.model), anthropic_error_event)
 
     async def count_tokens(self, body: CountTokensRequest) -> dict[str, Any]:
         """``{"input_tokens": N}``: the prompt as the model's own chat template renders it, tools included."""
-        chat = body.to_chat()
+        chat = count_tokens_to_chat(body)
         await self._generation.check_images(body.model, chat.image_param)
         route = await self._generation.route(body.model, "chat")
         count, _ = await self._routes.call(route, lambda r: r.ref.count_tokens(chat.params))

@@ -1,9 +1,9 @@
 """What ``POST /v1/responses``, ``GET /v1/responses/{id}`` and ``DELETE /v1/responses/{id}`` do.
 
-A request is translated into chat-completions parameters (:mod:`xinference.api.openai.responses.protocol`), after the
-conversation of ``previous_response_id`` taken from the :class:`ResponseStore`, and served by the same engine calls
-as ``/v1/chat/completions`` (:class:`GenerationService`); the result or the chunks are translated back
-(:mod:`.stream`). A finished response is stored unless the request said ``store: false``.
+A request is translated into chat-completions parameters (:mod:`.translate`), after the conversation of
+``previous_response_id`` taken from the :class:`ResponseStore`, and served by the same engine calls as
+``/v1/chat/completions`` (:class:`GenerationService`); the result or the chunks are translated back (:mod:`.stream`).
+A finished response is stored unless the request said ``store: false``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from xinference.api.openai.chat.translated import ChatBatches, open_chat, relay_
 from xinference.api.openai.responses.protocol import ResponsesRequest
 from xinference.api.openai.responses.store import ResponseStore
 from xinference.api.openai.responses.stream import ResponseShape, ResponseStream, new_id, output_items
+from xinference.api.openai.responses.translate import responses_to_chat
 from xinference.api.sse import encode_events
 from xinference.errors import InvalidRequest, ResponseNotFound
 
@@ -31,7 +32,7 @@ class ResponsesService:
     async def create(self, body: ResponsesRequest) -> dict[str, Any] | AsyncIterator[bytes]:
         """A ``response`` dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         history = self._history(body.previous_response_id)
-        chat = body.to_chat(history)
+        chat = responses_to_chat(body, history)
         shape = ResponseShape(body.model, body.model_dump(exclude_none=True))  # created_at: when it was asked
         opened = await open_chat(self._generation, body.model, chat, body.stream, body.keep_alive)
         conversation = history + chat.added
