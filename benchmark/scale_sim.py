@@ -217,14 +217,14 @@ async def _launch_all(supervisor: Any, scale: Scale) -> tuple[list[float], list[
 
 
 async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
-    """Route refreshes, and ``GET /v1/models`` through the API's own route (``api/routers/models.py``, in a FastAPI
+    """Route refreshes, and ``GET /v1/models`` through the API's own route (``api/admin/models/router.py``, in a FastAPI
     app called in-process: routing, ``ModelsService.list`` and the route's JSON encoding, no socket)."""
     import httpx
     from fastapi import FastAPI
 
+    from xinference.api.admin.models.router import attach_router
+    from xinference.api.admin.models.serving import ModelsService
     from xinference.api.gateway.routes import RouteTable
-    from xinference.api.routers.models import attach_router
-    from xinference.api.serving.models import ModelsService
 
     table = RouteTable(supervisor)
     app = FastAPI()

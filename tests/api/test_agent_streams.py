@@ -11,11 +11,11 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-from xinference.api.protocol.anthropic import MessagesRequest
-from xinference.api.protocol.responses import ResponsesRequest
-from xinference.api.serving.messages import MessagesService
-from xinference.api.serving.response_store import ResponseStore
-from xinference.api.serving.responses import ResponsesService
+from xinference.api.anthropic.protocol import MessagesRequest
+from xinference.api.anthropic.serving import MessagesService
+from xinference.api.openai.responses.protocol import ResponsesRequest
+from xinference.api.openai.responses.serving import ResponsesService
+from xinference.api.openai.responses.store import ResponseStore
 from xinference.errors import EngineError
 
 

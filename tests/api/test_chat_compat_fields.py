@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import LocalServer
-from xinference.api.protocol.generation import ChatCompletionRequest
+from xinference.api.openai.chat.protocol import ChatCompletionRequest
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 

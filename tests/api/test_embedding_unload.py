@@ -21,8 +21,8 @@ pytest.importorskip("sentence_transformers")
 
 from xinference.api.errors import install_error_handlers  # noqa: E402
 from xinference.api.gateway.routes import Replica, Route, RouteTable  # noqa: E402
-from xinference.api.routers import embeddings as embeddings_router  # noqa: E402
-from xinference.api.serving.embeddings import EmbeddingService  # noqa: E402
+from xinference.api.openai import embeddings as embeddings_router  # noqa: E402
+from xinference.api.openai.embeddings import EmbeddingService  # noqa: E402
 from xinference.engines.sentence_transformers.engine import SentenceTransformersEngine  # noqa: E402
 from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.download import resolve_model_path  # noqa: E402

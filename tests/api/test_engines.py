@@ -11,7 +11,7 @@ import httpx
 from click.testing import CliRunner
 
 from tests.conftest import DEFAULT_MODEL, LocalServer
-from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.admin.models.protocol import LaunchModelRequest
 from xinference.cli.main import main
 from xinference.client import Client
 from xinference.engines.envs import MANIFEST_NAME, env_slug

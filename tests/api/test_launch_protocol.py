@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from tests.api.test_protocol import OFFICIAL_CLIENT_PAYLOAD
-from xinference.api.protocol.models import AddReplicasRequest, LaunchModelRequest
+from xinference.api.admin.models.protocol import AddReplicasRequest, LaunchModelRequest
 from xinference.cli.main import main
 from xinference.errors import InvalidRequest, UnsupportedOption
 

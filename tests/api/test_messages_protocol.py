@@ -11,8 +11,8 @@ import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from pydantic import ValidationError
 
-from xinference.api.protocol.anthropic import CountTokensRequest, MessagesRequest
-from xinference.api.serving.messages_stream import MessageStream, message_from_chat
+from xinference.api.anthropic.protocol import CountTokensRequest, MessagesRequest
+from xinference.api.anthropic.stream import MessageStream, message_from_chat
 from xinference.errors import EngineError, InvalidRequest, UnsupportedOption
 
 WEATHER = {"name": "get_weather", "description": "Weather of a city",

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from xinference.api.serving.models import model_entry
+from xinference.api.admin.models.serving import model_entry
 
 
 def _info(**fields: Any) -> dict[str, Any]:

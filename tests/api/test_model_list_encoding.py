@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from xinference.api.admin.models import router as models_router
+from xinference.api.admin.models.protocol import ModelCard, ModelList
+from xinference.api.admin.models.serving import model_entry
 from xinference.api.app import create_app
-from xinference.api.protocol.models import ModelCard, ModelList
-from xinference.api.routers import models as models_router
-from xinference.api.serving.models import model_entry
 
 
 def _info(uid: str, **fields: Any) -> dict[str, Any]:

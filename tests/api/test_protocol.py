@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from xinference.api.protocol.generation import ChatCompletionRequest, CompletionRequest
-from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.admin.models.protocol import LaunchModelRequest
+from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.errors import UnsupportedOption
 from xinference.logtail import scrub_paths
@@ -63,8 +63,8 @@ def test_scrub_paths_keeps_only_file_names() -> None:
 
 
 def test_placement_fields_that_are_refused_name_themselves() -> None:
-    from xinference.api.protocol.models import AddReplicasRequest
-    from xinference.api.protocol.registrations import RegisterModelRequest
+    from xinference.api.admin.models.protocol import AddReplicasRequest
+    from xinference.api.admin.registrations import RegisterModelRequest
     from xinference.errors import InvalidRequest
 
     with pytest.raises(UnsupportedOption, match="n_worker") as caught:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from xinference.api.gateway.routes import Replica, Route, RouteTable
-from xinference.api.serving.generation import GenerationService
+from xinference.api.openai.chat.serving import GenerationService
 from xinference.errors import ReplicaUnreachable
 
 

@@ -12,10 +12,10 @@ from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 
-from xinference.api.protocol.responses import ResponsesRequest
-from xinference.api.serving.response_store import ResponseStore
-from xinference.api.serving.responses import ResponsesService, input_items
-from xinference.api.serving.responses_stream import ResponseShape, ResponseStream, output_items
+from xinference.api.openai.responses.protocol import ResponsesRequest
+from xinference.api.openai.responses.serving import ResponsesService, input_items
+from xinference.api.openai.responses.store import ResponseStore
+from xinference.api.openai.responses.stream import ResponseShape, ResponseStream, output_items
 from xinference.errors import EngineError, InvalidRequest, UnsupportedOption
 
 TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city",

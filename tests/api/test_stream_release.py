@@ -11,7 +11,7 @@ import gc
 from typing import Any
 
 from xinference.api.gateway.routes import Replica, Route, RouteTable
-from xinference.api.serving.generation import GenerationService
+from xinference.api.openai.chat.serving import GenerationService
 
 
 class StandInModelActor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from xinference.api.protocol.models import LaunchModelRequest
+from xinference.api.admin.models.protocol import LaunchModelRequest
 from xinference.core.launch import CLI_OPTION_FIELDS, LAUNCH_FIELDS, LaunchRequest
 from xinference.core.supervisor.records import LaunchRequest as RecordsLaunchRequest
 

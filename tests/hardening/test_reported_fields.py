@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from xinference.api.protocol import common
-from xinference.api.protocol.generation import ChatCompletionRequest
+from xinference.api import protocol as common
+from xinference.api.openai.chat.protocol import ChatCompletionRequest
 
 
 def test_unknown_field_names_do_not_grow_memory_without_bound() -> None:

@@ -274,7 +274,7 @@ def test_hub_choice_and_modelscope_hint(hub: FakeHub, monkeypatch: pytest.Monkey
 def test_launch_request_carries_model_path_and_hub() -> None:
     from pydantic import ValidationError
 
-    from xinference.api.protocol.models import LaunchModelRequest
+    from xinference.api.admin.models.protocol import LaunchModelRequest
 
     launch = LaunchModelRequest.model_validate(
         {"model_name": "x", "model_path": "/weights/x", "download_hub": "modelscope", "n_ctx": 1}

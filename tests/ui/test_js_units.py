@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from xinference.api.routers.ui import UI_DIR
+from xinference.api.admin.ui import UI_DIR
 
 
 @pytest.fixture(scope="module")

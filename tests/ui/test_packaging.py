@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from xinference.api.routers.ui import UI_DIR
+from xinference.api.admin.ui import UI_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 

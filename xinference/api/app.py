@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
 from xinference import __version__, settings
+from xinference.api.admin import (
+    cache,
+    chat_templates,
+    cluster,
+    engine_schemas,
+    engines,
+    envs,
+    logs,
+    operations,
+    registrations,
+    ui,
+)
+from xinference.api.admin.models import router as models
+from xinference.api.admin.models.serving import ModelsService
+from xinference.api.admin.registrations import RegistrationsService
+from xinference.api.anthropic import router as messages
+from xinference.api.anthropic.serving import MessagesService
 from xinference.api.auth import ApiKeyMiddleware
 from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
@@ -16,35 +33,41 @@ from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
-from xinference.api.routers import (
-    cache,
-    chat_templates,
-    cluster,
-    embeddings,
-    engine_envs,
-    engine_schemas,
-    engines,
-    generation,
-    logs,
-    messages,
-    models,
-    operations,
-    registrations,
-    rerank,
-    responses,
-    ui,
-)
-from xinference.api.serving.embeddings import EmbeddingService
-from xinference.api.serving.generation import GenerationService
-from xinference.api.serving.messages import MessagesService
-from xinference.api.serving.models import ModelsService
-from xinference.api.serving.registrations import RegistrationsService
-from xinference.api.serving.rerank import RerankService
-from xinference.api.serving.response_store import ResponseStore
-from xinference.api.serving.responses import ResponsesService
+from xinference.api.openai import embeddings, rerank
+from xinference.api.openai.chat import router as chat
+from xinference.api.openai.chat.serving import GenerationService
+from xinference.api.openai.embeddings import EmbeddingService
+from xinference.api.openai.rerank import RerankService
+from xinference.api.openai.responses import router as responses
+from xinference.api.openai.responses.serving import ResponsesService
+from xinference.api.openai.responses.store import ResponseStore
 from xinference.core.refs import SupervisorRef, supervisor_ref
 
-__all__ = ["create_app"]
+__all__ = ["ROUTERS", "create_app"]
+
+#: Every route of the API, attached in this order, which is also the order requests are matched in and the order of
+#: /openapi.json: each family's ``attach_router``. The engine environments (``/v1/engines/{engine}/install``) come
+#: before the engine matrix (``/v1/engines/{model_type}/{model_name}``), which would otherwise take ``install`` for a
+#: model name.
+ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
+    cluster.attach_router,  # health, auth probe, version, workers
+    models.attach_router,  # launch, list, describe, scale, terminate
+    chat.attach_router,  # OpenAI chat and text completions
+    registrations.attach_router,  # custom models
+    embeddings.attach_router,  # OpenAI embeddings
+    rerank.attach_router,  # Jina / Cohere rerank
+    cache.attach_router,  # downloaded weights
+    envs.attach_router,  # engine environments (before the engine matrix)
+    engines.attach_router,  # the engine matrix
+    logs.attach_router,  # a replica's log (the web UI's Logs page)
+    engine_schemas.attach_router,  # launch options as JSON schema (the web UI's launch form)
+    chat_templates.attach_router,  # template previews (the web UI's Register page)
+    ui.attach_router,  # the web UI's static files
+    messages.attach_router,  # Anthropic Messages
+    responses.attach_router,  # OpenAI Responses
+    operations.attach_router,  # devices, launch history, unload and load by hand
+    attach_metrics,  # GET /metrics
+)
 
 
 def create_app(
@@ -57,7 +80,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         supervisor: SupervisorRef = await supervisor_ref(supervisor_address)
         routes = RouteTable(supervisor)
-        # Operations (issue 12): per-request metrics recorded as admission tickets are left; idle unload.
+        # Each request is recorded in the metrics when it leaves its admission ticket; models idle past their
+        # keep_alive are unloaded.
         routes.admission.sink = app.state.metrics
         routes.keepalive = KeepAlive(supervisor, routes, routes.admission)
         app.state.routes = routes
@@ -67,7 +91,7 @@ def create_app(
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
-        # The agent APIs (issue 10): translated to and from the same engine calls as chat.
+        # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
         app.state.messages = MessagesService(app.state.generation, routes)
         max_items, ttl = settings.responses_store_limits()
         app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
@@ -84,14 +108,8 @@ def create_app(
     app.state.supervisor_address = supervisor_address
     app.state.metrics = Metrics()
     install_error_handlers(app)
-    for module in (cluster, models, generation, registrations, embeddings, rerank, cache, engine_envs, engines):
-        module.attach_router(app)
-    for extra in (logs, engine_schemas, chat_templates, ui):  # the web UI and what its pages need (issue 11)
-        extra.attach_router(app)
-    for agent_api in (messages, responses):  # Anthropic Messages and OpenAI Responses (issue 10)
-        agent_api.attach_router(app)
-    operations.attach_router(app)  # devices, launch history, unload/load (issue 12)
-    attach_metrics(app)  # GET /metrics
+    for attach in ROUTERS:
+        attach(app)
     app.add_middleware(RouteLabelMiddleware)
     if api_keys:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)

@@ -43,7 +43,7 @@ _CLI = {"cli_option": True}
 
 @dataclass
 class LaunchRequest:
-    """A validated launch, as the API hands it over (see ``api/protocol/models.py``)."""
+    """A validated launch, as the API hands it over (see ``api/admin/models/protocol.py``)."""
 
     model_name: str = field(metadata=_CLI)
     model_type: str = field(default="LLM", metadata=_CLI)

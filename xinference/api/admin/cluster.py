@@ -1,0 +1,92 @@
+"""Cluster-level routes: health, the auth probe, the version, the supervisor's address, workers and cluster info.
+
+The service reads what the app was started with (its API keys, the supervisor's address) and asks the supervisor
+the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+
+from xinference import __version__
+
+__all__ = ["ClusterService", "attach_router"]
+
+
+# -- serving -----------------------------------------------------------------------------------------------------------
+class ClusterService:
+    """What the cluster routes answer."""
+
+    def __init__(self, supervisor: Any, supervisor_address: str, api_keys: frozenset[str]) -> None:
+        self._supervisor = supervisor
+        self._address = supervisor_address
+        self._api_keys = api_keys
+
+    def status(self) -> dict[str, Any]:
+        return {"status": "ok"}
+
+    def auth(self) -> dict[str, Any]:
+        return {"auth": bool(self._api_keys)}
+
+    def version(self) -> dict[str, Any]:
+        return {"version": __version__}
+
+    def address(self) -> str:
+        return self._address
+
+    async def workers(self) -> list[dict[str, Any]]:
+        workers: list[dict[str, Any]] = await self._supervisor.list_workers()
+        return workers
+
+    async def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = await self._supervisor.cluster_info()
+        return info
+
+
+# -- routes ------------------------------------------------------------------------------------------------------------
+router = APIRouter()
+
+
+def _service(request: Request) -> ClusterService:
+    """Built per request from the app's state: ``/status`` and the auth probe answer before the supervisor is
+    reached (no lifespan needed), and the service holds nothing but references."""
+    state = request.app.state
+    return ClusterService(getattr(state, "supervisor", None), state.supervisor_address, state.api_keys)
+
+
+@router.get("/status")
+async def status(request: Request) -> dict[str, Any]:
+    return _service(request).status()
+
+
+@router.get("/v1/cluster/auth")
+async def cluster_auth(request: Request) -> dict[str, Any]:
+    """Probed by the official client before anything else: is an API key needed?"""
+    return _service(request).auth()
+
+
+@router.get("/v1/cluster/version")
+async def cluster_version(request: Request) -> dict[str, Any]:
+    """The server's version (shown by the web UI; the original Xinference has the same route)."""
+    return _service(request).version()
+
+
+@router.get("/v1/address")
+async def supervisor_address(request: Request) -> str:
+    return _service(request).address()
+
+
+@router.get("/v1/workers")
+async def list_workers(request: Request) -> list[dict[str, Any]]:
+    return await _service(request).workers()
+
+
+@router.get("/v1/cluster/info")
+async def cluster_info(request: Request) -> dict[str, Any]:
+    return await _service(request).info()
+
+
+def attach_router(app: FastAPI) -> None:
+    app.include_router(router)

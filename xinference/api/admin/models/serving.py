@@ -1,0 +1,108 @@
+"""What the model-management routes do: launch, list, describe, terminate (through the supervisor).
+
+Listed and described models keep OpenAI's list shape (``{"object": "list", "data": [{"id", "object", "created",
+"owned_by", ...}]}``) plus the original Xinference fields, and say what a client needs to use them (see
+:func:`model_entry`): the context the running model serves, its abilities, its engine and its status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from xinference.api.admin.models.protocol import AddReplicasRequest, LaunchModelRequest
+from xinference.api.gateway.routes import RouteTable
+from xinference.engines.memory import CONTEXT_OPTIONS
+from xinference.errors import InvalidRequest
+
+__all__ = ["ModelsService", "model_entry"]
+
+logger = logging.getLogger(__name__)
+
+
+class ModelsService:
+    """Control-plane operations; each one is a call to the supervisor plus a route-cache update."""
+
+    def __init__(self, supervisor: Any, routes: RouteTable) -> None:
+        self._supervisor = supervisor
+        self._routes = routes
+
+    async def launch(self, body: LaunchModelRequest, wait_ready: bool = True) -> dict[str, Any]:
+        """Launch; with ``wait_ready=False`` the decisions (and their 4xx) still happen now, and the call returns
+        as soon as the model is reserved: follow it with ``/progress`` and ``/events``."""
+        info: dict[str, Any] = await self._supervisor.launch_model(body.to_launch(), wait_ready)
+        self._routes.invalidate()
+        return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": info["status"]}
+
+    async def list(self) -> dict[str, Any]:
+        data = [model_entry(info) for info in await self._supervisor.list_models()]
+        for entry in data:  # through this API process (the web UI's Running page shows it)
+            entry["requests_in_flight"] = self._routes.in_flight(entry["model_uid"])
+        return {"object": "list", "data": data}
+
+    async def describe(self, model_uid: str) -> dict[str, Any]:
+        return model_entry(await self._supervisor.describe_model(model_uid))
+
+    async def progress(self, model_uid: str) -> dict[str, Any]:
+        """``{"progress": 0.0-1.0}`` of a launch (the weights' download, per replica; 1.0 once ready), plus what
+        it is doing now: ``status``, ``stage``, ``done_bytes``/``total_bytes``, ``bytes_per_second``,
+        ``eta_seconds``, ``replica_uid`` and ``replicas_ready``/``replicas_wanted`` (the web UI shows them)."""
+        status: dict[str, Any] = await self._supervisor.launch_status(model_uid)  # one call carries the progress
+        return status
+
+    async def cancel(self, model_uid: str) -> None:
+        await self._supervisor.cancel_launch(model_uid)
+
+    async def events(self, model_uid: str) -> dict[str, Any]:
+        """What happened to the model: launch, replicas lost, died, restarted, adopted (oldest first)."""
+        return {"model_uid": model_uid, "events": await self._supervisor.model_events(model_uid)}
+
+    async def add_replicas(self, model_uid: str, body: AddReplicasRequest) -> dict[str, Any]:
+        """Start ``body.replica`` more replicas. Placement names the worker it cannot find ``worker_ip``, a field
+        of launches; here the worker comes from ``replica_config``, so the error names that field instead."""
+        worker_ip = body.worker_ip()
+        try:
+            result: dict[str, Any] = await self._supervisor.add_replicas(model_uid, body.replica, body.n_gpu, worker_ip)
+        except InvalidRequest as exc:
+            if exc.param != "worker_ip":
+                raise
+            raise type(exc)(exc.message, param="replica_config") from None
+        self._routes.invalidate()
+        return result
+
+    async def remove_replica(self, model_uid: str, replica_id: int) -> dict[str, Any]:
+        remaining = await self._supervisor.remove_replica(model_uid, replica_id)
+        self._routes.invalidate()
+        return {"model_uid": model_uid, "remaining_replicas": remaining}
+
+    async def terminate(self, model_uid: str) -> None:
+        await self._supervisor.terminate_model(model_uid)
+        self._routes.invalidate()
+
+
+def model_entry(info: dict[str, Any]) -> dict[str, Any]:
+    """A supervisor record as listed, with what clients size and pick models by.
+
+    - ``context_length``: the tokens one request may use on the running model (prompt + completion): the engine's
+      resolved context (``n_ctx``, per slot when llama.cpp's KV cache is not unified; ``max_model_len``;
+      ``context_length``), else the model's own. ``model_context_length`` is the model's own maximum.
+    - ``abilities``: ``model_ability`` plus ``tools`` when the family declares a tool-call format and ``reasoning``
+      when it declares reasoning tags (what the platform can parse for it).
+    - ``engine`` and ``status`` repeat ``model_engine`` and the launch status under the short names.
+    """
+    entry = dict(info)
+    model_context = info.get("context_length")
+    config = info.get("engine_config") or {}
+    served = next((config[k] for k in CONTEXT_OPTIONS if isinstance(config.get(k), int) and config[k] > 0), None)
+    if served is not None and config.get("kv_unified") is False and isinstance(config.get("n_parallel"), int):
+        served //= max(1, config["n_parallel"])
+    entry["model_context_length"] = model_context
+    entry["context_length"] = served or model_context
+    abilities = list(info.get("model_ability") or [])
+    for ability, declared in (("tools", info.get("tool_call_format")), ("reasoning", info.get("reasoning_tags"))):
+        if declared and ability not in abilities:
+            abilities.append(ability)
+    entry["abilities"] = abilities
+    entry["engine"] = info.get("model_engine")
+    entry["status"] = info.get("status")
+    return entry

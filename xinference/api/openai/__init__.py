@@ -1,0 +1,1 @@
+"""The OpenAI-compatible endpoint families: chat (and text completions), responses, embeddings, rerank."""

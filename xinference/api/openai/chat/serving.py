@@ -1,0 +1,209 @@
+"""What ``/v1/chat/completions`` and ``/v1/completions`` do.
+
+Validation and the model lookup happen before the first byte, so a bad request still gets its proper status
+code; once a stream has started, a failure is sent as an error frame followed by ``[DONE]``, and so is a stream
+the platform ended (an unload, a scale-down, a restart, a replica that stopped answering: the error names which),
+so a cut answer never ends like a whole one. A client that goes
+away mid-stream makes the model actor abort the request, which frees the engine's slot. The chunks of every
+stream open on one replica are pulled by that replica's pump (:mod:`xinference.api.gateway.pump`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from typing import Any, AsyncIterator, Literal, Union
+
+from xinference import settings
+from xinference.api.errors import error_frame
+from xinference.api.gateway.admission import Ticket
+from xinference.api.gateway.keep_alive import note_keep_alive
+from xinference.api.gateway.pump import ReplicaPump
+from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
+from xinference.api.metrics import observe_batch, with_usage
+from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
+from xinference.api.sse import DONE_FRAME, encode_frames
+from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
+
+__all__ = ["GenerationService"]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["chat", "completions"]
+_NEEDS = {"chat": "chat", "completions": "generate"}
+
+
+class GenerationService:
+    """Runs chat and text completions against the model actors found through the route table."""
+
+    def __init__(self, routes: RouteTable) -> None:
+        self._routes = routes
+        self._background: set[asyncio.Task[Any]] = set()
+        #: one pump per replica address, made with the replica's first stream and kept while it is routed
+        self._pumps: dict[str, ReplicaPump] = {}
+
+    async def create(
+        self, kind: Kind, body: Union[ChatCompletionRequest, CompletionRequest]
+    ) -> dict[str, Any] | AsyncIterator[bytes]:
+        """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
+        params = body.to_engine_params()
+        if not body.stream:
+            return await self.complete(kind, body.model, params, body.keep_alive)
+        return self._relay(body.model, await self.open(kind, body.model, params, body.keep_alive))
+
+    async def route(self, model: str, kind: Kind) -> Route:
+        """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
+        route = await self._routes.get(model)
+        self._check_ability(route, kind)
+        return route
+
+    async def check_images(self, model: str, image_param: str | None) -> None:
+        """Refuse (400, naming the block at ``image_param``) images sent to a model without the vision ability;
+        shared by the APIs whose requests can carry images (Messages, Responses)."""
+        if image_param is None:
+            return
+        route = await self.route(model, "chat")
+        if "vision" not in route.model_ability:
+            raise InvalidRequest(
+                f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
+                "text only, or use a model with the vision ability", param=image_param)
+
+    async def complete(self, kind: Kind, model: str, params: dict[str, Any],
+                       keep_alive: Any = None) -> dict[str, Any]:
+        """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this.
+        ``keep_alive`` is the request's own (Ollama's field, see :mod:`xinference.api.gateway.keep_alive`)."""
+        route = await self.route(model, kind)
+        note_keep_alive(self._routes, route, keep_alive)
+        method = "chat" if kind == "chat" else "completions"
+        result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
+        return result  # type: ignore[no-any-return]
+
+    async def open(self, kind: Kind, model: str, params: dict[str, Any],
+                   keep_alive: Any = None) -> AsyncIterator[list[dict[str, Any]]]:
+        """Start a stream and return its chunks in batches (errors before the first chunk are raised here);
+        ``keep_alive`` as in :meth:`complete`.
+
+        Close the iterator (``contextlib.aclosing``) when the consumer stops early: the model actor is then told to
+        abort, which frees the engine's slot.
+        """
+        route = await self.route(model, kind)
+        note_keep_alive(self._routes, route, keep_alive)
+        ticket, route = await self._routes.admit(route)  # held until the stream ends (admission, metrics)
+        wanted_usage, params = with_usage(params)  # usage counts the tokens; dropped again if not asked for
+        try:
+            opened, replica = await self._routes.call(route, lambda r: r.ref.open_stream(kind, params), ticket)
+        except BaseException as exc:
+            ticket.fail(exc)
+            ticket.leave()
+            raise
+        stream_id, batch, done = opened
+        replica.outstanding += 1  # given back by _Release when the stream ends, or when its iterator is dropped
+        ticket.streamed = True
+        release = _Release(self, replica, stream_id, ticket)
+        batches = self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage, release)
+        # An iterator dropped before its first read never runs its ``finally``: the finalizer gives back its
+        # replica slot and admission ticket then, and aborts the request in the engine.
+        weakref.finalize(batches, release, False)
+        return batches
+
+    @staticmethod
+    def _check_ability(route: Route, kind: Kind) -> None:
+        needed = _NEEDS[kind]
+        if route.model_type != "LLM" or needed not in route.model_ability:
+            what = "chat completions" if kind == "chat" else "text completions"
+            raise WrongModelType(
+                f"model {route.model_uid!r} is a {route.model_type} model with abilities "
+                f"{', '.join(route.model_ability)}; it cannot serve {what}",
+                param="model",
+            )
+
+    async def _batches(
+        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool, ticket: Ticket,
+        wanted_usage: bool, release: _Release,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        finished = done
+        pump = self._pump(uid, replica) if not done else None
+        inbox = pump.add(stream_id) if pump is not None else None
+        try:
+            yield observe_batch(ticket, batch, wanted_usage)
+            while not done and inbox is not None:
+                batch, done = await inbox.get()
+                if batch:
+                    batch = observe_batch(ticket, batch, wanted_usage)
+                    if batch:
+                        yield batch
+            finished = True
+        except (GeneratorExit, asyncio.CancelledError) as exc:
+            ticket.fail(exc)
+            raise  # the consumer left: abort below
+        except BaseException as exc:
+            ticket.fail(exc)
+            finished = True  # the stream failed in the model actor, which already dropped it
+            raise
+        finally:
+            if pump is not None:
+                pump.discard(stream_id)
+            release(finished)
+
+    def _pump(self, uid: str, replica: Replica) -> ReplicaPump:
+        """The pump of ``replica``; a new one when its address has none yet or its model process was replaced."""
+        pump = self._pumps.get(replica.address)
+        if pump is None or pump.ref is not replica.ref:
+            # pumps without streams hold nothing but a ref: drop them, so replicas long gone are forgotten
+            self._pumps = {address: p for address, p in self._pumps.items() if p.streams}
+            routes = self._routes
+
+            def unanswered() -> None:  # new requests go to the model's other replicas meanwhile, if it has any
+                routes.mark_unreachable(replica.address)
+                routes.invalidate()
+
+            pump = ReplicaPump(replica.ref, lambda call: model_call(routes, uid, call),
+                               timeout=settings.stream_pull_timeout(),
+                               name=f"replica {replica.address} of model {uid!r}", on_timeout=unanswered)
+            self._pumps[replica.address] = pump
+        return pump
+
+    async def _relay(self, uid: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+        async with contextlib.aclosing(batches):  # type: ignore[type-var]
+            try:
+                async for batch in batches:
+                    yield encode_frames(batch)
+                yield DONE_FRAME
+            except XinferenceError as exc:
+                yield error_frame(exc)
+                yield DONE_FRAME
+            except Exception as exc:  # noqa: BLE001 - never leave a client hanging without a closing frame
+                logger.exception("a stream of %s failed", uid)
+                yield error_frame(EngineError(f"the stream failed: {type(exc).__name__}"))
+                yield DONE_FRAME
+
+    def _abort_later(self, replica: Replica, stream_id: str) -> None:
+        """The client left: tell the model actor, from a task of its own (this one is being cancelled)."""
+        task = asyncio.get_running_loop().create_task(replica.ref.abort(stream_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+class _Release:
+    """Gives a stream's replica slot and admission ticket back exactly once (at its end, or when its iterator is
+    dropped unread), and asks the model actor to abort the request when it did not finish."""
+
+    def __init__(self, service: GenerationService, replica: Replica, stream_id: str, ticket: Ticket) -> None:
+        self._service = service
+        self._replica = replica
+        self._stream_id = stream_id
+        self._ticket = ticket
+        self._loop = asyncio.get_running_loop()
+        self._done = False
+
+    def __call__(self, finished: bool) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._replica.outstanding -= 1
+        self._ticket.leave()
+        if not finished and not self._loop.is_closed():
+            # may run from a garbage-collector finalizer: schedule the abort on the loop rather than here
+            self._loop.call_soon_threadsafe(self._service._abort_later, self._replica, self._stream_id)
