@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from xinference.api.gateway.admission import Ticket, current_route
+from xinference.core.refs import ReplicaRef, SupervisorRef
 
 __all__ = ["MODEL_STATUSES", "Metrics", "RouteLabelMiddleware", "attach_router", "observe_batch", "with_usage"]
 
@@ -171,7 +172,7 @@ class _Snapshot:
     @classmethod
     async def gather(cls, app: FastAPI) -> _Snapshot:
         snap = cls()
-        supervisor = app.state.supervisor
+        supervisor: SupervisorRef = app.state.supervisor
         routes = app.state.generation._routes if hasattr(app.state, "generation") else None
         with contextlib.suppress(Exception):
             snap.models = await asyncio.wait_for(supervisor.list_models(), _SCRAPE_TIMEOUT)
@@ -187,7 +188,7 @@ class _Snapshot:
         return snap
 
     async def _engine_stats(self, routes: Any) -> None:
-        async def one(model: str, engine: str, index: int, ref: Any) -> None:
+        async def one(model: str, engine: str, index: int, ref: ReplicaRef) -> None:
             with contextlib.suppress(Exception):
                 stats = await asyncio.wait_for(ref.engine_stats(), _SCRAPE_TIMEOUT)
                 if isinstance(stats, dict):

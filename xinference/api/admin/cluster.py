@@ -11,6 +11,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 
 from xinference import __version__
+from xinference.core.refs import SupervisorRef
+from xinference.errors import ModelUnavailable
 
 __all__ = ["ClusterService", "attach_router"]
 
@@ -19,7 +21,7 @@ __all__ = ["ClusterService", "attach_router"]
 class ClusterService:
     """What the cluster routes answer."""
 
-    def __init__(self, supervisor: Any, supervisor_address: str, api_keys: frozenset[str]) -> None:
+    def __init__(self, supervisor: SupervisorRef | None, supervisor_address: str, api_keys: frozenset[str]) -> None:
         self._supervisor = supervisor
         self._address = supervisor_address
         self._api_keys = api_keys
@@ -36,13 +38,16 @@ class ClusterService:
     def address(self) -> str:
         return self._address
 
+    def _reached(self) -> SupervisorRef:
+        if self._supervisor is None:  # the app runs without its lifespan (a test's client): nothing to reach
+            raise ModelUnavailable("the supervisor is not reachable yet", retry_after=1.0)
+        return self._supervisor
+
     async def workers(self) -> list[dict[str, Any]]:
-        workers: list[dict[str, Any]] = await self._supervisor.list_workers()
-        return workers
+        return await self._reached().list_workers()
 
     async def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = await self._supervisor.cluster_info()
-        return info
+        return await self._reached().cluster_info()
 
 
 # -- routes ------------------------------------------------------------------------------------------------------------

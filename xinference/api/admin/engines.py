@@ -13,6 +13,7 @@ from typing import Any, Union
 from fastapi import APIRouter, FastAPI, Request
 
 from xinference.api.admin.registrations import canonical_model_type
+from xinference.core.refs import SupervisorRef
 from xinference.errors import InvalidRequest
 from xinference.model.spec import validate_model_name
 
@@ -27,7 +28,7 @@ EngineTable = dict[str, Union[list[EngineParams], str]]
 
 # -- serving -----------------------------------------------------------------------------------------------------------
 class EnginesService:
-    def __init__(self, supervisor: Any) -> None:
+    def __init__(self, supervisor: SupervisorRef) -> None:
         self._supervisor = supervisor
 
     async def query(self, model_name: str, model_type: str | None = None) -> EngineTable:

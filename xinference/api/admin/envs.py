@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from xinference.core.refs import SupervisorRef
 from xinference.engines.registry import ENGINE_ORDER, resolve_engine_name
 from xinference.errors import EngineError
 
@@ -48,7 +49,7 @@ EngineListing = dict[str, dict[str, str]]
 
 # -- serving -----------------------------------------------------------------------------------------------------------
 class EngineEnvsService:
-    def __init__(self, supervisor: Any) -> None:
+    def __init__(self, supervisor: SupervisorRef) -> None:
         self._supervisor = supervisor
 
     async def install(self, engine: str, body: EngineInstallRequest) -> EngineEnvReport:

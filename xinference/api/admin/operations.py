@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 
 from xinference.api.gateway.routes import RouteTable
+from xinference.core.refs import SupervisorRef
 
 __all__ = ["OperationsService", "attach_router"]
 
@@ -20,7 +21,7 @@ __all__ = ["OperationsService", "attach_router"]
 class OperationsService:
     """Devices, launch history, unload and load, through the supervisor."""
 
-    def __init__(self, supervisor: Any, routes: RouteTable) -> None:
+    def __init__(self, supervisor: SupervisorRef, routes: RouteTable) -> None:
         self._supervisor = supervisor
         self._routes = routes
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from xinference.api.errors import validation_message
+from xinference.core.refs import SupervisorRef
 from xinference.errors import InvalidRequest
 from xinference.model.custom import from_xinference_json
 from xinference.model.spec import ModelFamily, validate_model_name
@@ -57,7 +58,7 @@ class RegisterModelRequest(BaseModel):
 
 # -- serving -----------------------------------------------------------------------------------------------------------
 class RegistrationsService:
-    def __init__(self, supervisor: Any) -> None:
+    def __init__(self, supervisor: SupervisorRef) -> None:
         self._supervisor = supervisor
 
     async def register(self, model_type: str, body: RegisterModelRequest) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from xinference.core.refs import WorkerRef
 from xinference.core.supervisor.records import Workers
 
 __all__ = ["Usage"]
@@ -25,7 +26,7 @@ class Usage:
         """worker address → ``core/resources.machine_usage`` of that worker."""
         out: dict[str, dict[str, Any]] = {}
 
-        async def one(address: str, ref: Any) -> None:
+        async def one(address: str, ref: WorkerRef) -> None:
             with contextlib.suppress(Exception):
                 out[address] = await asyncio.wait_for(ref.usage(), 2.0)
 

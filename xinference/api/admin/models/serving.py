@@ -12,6 +12,7 @@ from typing import Any
 
 from xinference.api.admin.models.protocol import AddReplicasRequest, LaunchModelRequest
 from xinference.api.gateway.routes import RouteTable
+from xinference.core.refs import SupervisorRef
 from xinference.engines.memory import CONTEXT_OPTIONS
 from xinference.errors import InvalidRequest
 
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 class ModelsService:
     """Control-plane operations; each one is a call to the supervisor plus a route-cache update."""
 
-    def __init__(self, supervisor: Any, routes: RouteTable) -> None:
+    def __init__(self, supervisor: SupervisorRef, routes: RouteTable) -> None:
         self._supervisor = supervisor
         self._routes = routes
 
