@@ -75,13 +75,14 @@ class StandInWorker(xo.StatelessActor):  # type: ignore[misc]
     async def hardware(self) -> dict[str, Any]:
         return self._hardware
 
-    async def launch_replica(self, plan: dict[str, Any]) -> dict[str, Any]:
+    async def launch_replica(self, plan: Any) -> dict[str, Any]:
+        """``plan``: the supervisor's LaunchPlan."""
         port = 40_000 + len(self._replicas)
-        self._replicas[plan["replica_uid"]] = plan
+        self._replicas[plan.replica_uid] = plan
         return {"address": f"127.{self._index // 250}.{self._index % 250 + 1}.1:{port}", "pid": port,
                 "engine_config": {"n_ctx": 8192, "n_parallel": 4, "kv_unified": True}}
 
-    async def terminate_replica(self, replica_uid: str) -> None:
+    async def terminate_replica(self, replica_uid: str, why: str = "") -> None:
         self._replicas.pop(replica_uid, None)
 
     async def launch_progress(self, replica_uid: str) -> float:
