@@ -67,8 +67,9 @@ class LoopbackCluster:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._env = env or {}
-        self.supervisor = self._node("supervisor", ["supervisor", "--port", str(self.port),
-                                                    "--supervisor-port", str(free_port())])
+        self.supervisor = self._node(
+            "supervisor", ["supervisor", "--port", str(self.port), "--supervisor-port", str(free_port())]
+        )
         self.workers: list[Node] = []
         for i in range(workers):
             port = free_port()
@@ -92,8 +93,13 @@ class LoopbackCluster:
         env = {**os.environ, **self._env, "XINFERENCE_HOME": str(node.home)}
         env.pop("XINFERENCE_API_KEYS", None)
         with (node.home / "process.out").open("ab") as out:
-            node.process = subprocess.Popen([sys.executable, "-m", "xinference.deploy.cluster", *node.args],
-                                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            node.process = subprocess.Popen(
+                [sys.executable, "-m", "xinference.deploy.cluster", *node.args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
         node.incarnations += 1
         node.pids.append(node.process.pid)
 
@@ -103,8 +109,7 @@ class LoopbackCluster:
         self._wait(lambda: self._get("/v1/cluster/auth") is not None, timeout, "the supervisor to answer")
         for node in self.workers:
             self._spawn(node)
-        self._wait(lambda: len(self._get("/v1/workers") or ()) == len(self.workers), timeout,
-                   "every worker to join")
+        self._wait(lambda: len(self._get("/v1/workers") or ()) == len(self.workers), timeout, "every worker to join")
 
     def kill(self, node: Node) -> None:
         """SIGKILL the node's current process and reap it (its model processes are left to fend for themselves)."""

@@ -174,8 +174,14 @@ def start_raw(
 
 def first_token_seconds(api: str, model: str, prompt: str = "Say hi.", timeout: float = 300) -> float:
     """Seconds from sending one streamed chat request to its first content chunk."""
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 8, "temperature": 0,
-            "stream": True, "ignore_eos": True}  # no early end-of-sequence: some text always comes
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": True,
+        "ignore_eos": True,
+    }  # no early end-of-sequence: some text always comes
     with httpx.Client(timeout=timeout, trust_env=False) as client:
         started = time.perf_counter()
         with client.stream("POST", f"{api}/chat/completions", json=body) as response:

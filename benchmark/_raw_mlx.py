@@ -35,14 +35,23 @@ def server_command(
 ) -> list[str]:
     """``mlx_lm.server`` serving ``model_dir`` on loopback ``port`` with the platform's batch settings."""
     return [
-        str(python), "-m", "mlx_lm.server",
-        "--model", str(model_dir),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--decode-concurrency", str(max_num_seqs),
-        "--prompt-concurrency", str(min(max_num_seqs, MAX_PREFILL_BATCH)),
-        "--prefill-step-size", str(prefill_step_size),
-        "--log-level", "WARNING",
+        str(python),
+        "-m",
+        "mlx_lm.server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--decode-concurrency",
+        str(max_num_seqs),
+        "--prompt-concurrency",
+        str(min(max_num_seqs, MAX_PREFILL_BATCH)),
+        "--prefill-step-size",
+        str(prefill_step_size),
+        "--log-level",
+        "WARNING",
     ]
 
 

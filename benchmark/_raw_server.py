@@ -58,8 +58,12 @@ def build_params(xllamacpp: Any, args: argparse.Namespace) -> Any:
     params.n_gpu_layers = args.n_gpu_layers
     params.cache_prompt = args.cache_prompt
     params.flash_attn_type = FLASH_ATTN[args.flash_attn]
-    for field, value in (("n_batch", args.n_batch), ("n_ubatch", args.n_ubatch),
-                         ("n_cache_reuse", args.cache_reuse), ("cache_ram_mib", args.cache_ram)):
+    for field, value in (
+        ("n_batch", args.n_batch),
+        ("n_ubatch", args.n_ubatch),
+        ("n_cache_reuse", args.cache_reuse),
+        ("cache_ram_mib", args.cache_ram),
+    ):
         if value is not None:
             setattr(params, field, value)
     params.hostnames = ["127.0.0.1"]

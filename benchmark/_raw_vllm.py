@@ -56,8 +56,4 @@ def raw_command(platform_argv: Sequence[str], port: int, served_name: str) -> li
 
 def copied_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The engine variables of the platform's vLLM process, without its API key."""
-    return {
-        key: value
-        for key, value in environ.items()
-        if key.startswith(_COPIED_PREFIXES) and key not in _NOT_COPIED
-    }
+    return {key: value for key, value in environ.items() if key.startswith(_COPIED_PREFIXES) and key not in _NOT_COPIED}

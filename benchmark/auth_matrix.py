@@ -37,8 +37,12 @@ class Row:
     def ok(self) -> bool:
         if (self.method, self.path) in OPEN_ROUTES:
             return self.with_key < 500
-        return self.without_key == 401 and self.wrong_key == 401 and self.with_key not in (401, 403) \
+        return (
+            self.without_key == 401
+            and self.wrong_key == 401
+            and self.with_key not in (401, 403)
             and self.with_key < 500
+        )
 
 
 def _routes(client: httpx.Client, key: str) -> list[tuple[str, str]]:
@@ -61,23 +65,35 @@ def run_matrix(endpoint: str, key: str) -> list[Row]:
     rows = []
     with httpx.Client(base_url=endpoint, timeout=60) as client:
         for method, path in _routes(client, key):
-            rows.append(Row(
-                method, path,
-                without_key=_send(client, method, path, {}),
-                wrong_key=_send(client, method, path, {"Authorization": f"Bearer {key}x"}),
-                with_key=_send(client, method, path, {"Authorization": f"Bearer {key}"}),
-            ))
+            rows.append(
+                Row(
+                    method,
+                    path,
+                    without_key=_send(client, method, path, {}),
+                    wrong_key=_send(client, method, path, {"Authorization": f"Bearer {key}x"}),
+                    with_key=_send(client, method, path, {"Authorization": f"Bearer {key}"}),
+                )
+            )
     return rows
 
 
 def write_report(rows: list[Row], path: Path) -> None:
-    lines = ["# Auth matrix", "", "Server started with `XINFERENCE_API_KEYS`; each route called with no key, a wrong "
-             "key and the key (path parameters name nothing that exists, bodies are `{}`).", "",
-             f"{sum(r.ok for r in rows)} of {len(rows)} routes as expected.", "",
-             "| method | path | no key | wrong key | key | ok |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Auth matrix",
+        "",
+        "Server started with `XINFERENCE_API_KEYS`; each route called with no key, a wrong "
+        "key and the key (path parameters name nothing that exists, bodies are `{}`).",
+        "",
+        f"{sum(r.ok for r in rows)} of {len(rows)} routes as expected.",
+        "",
+        "| method | path | no key | wrong key | key | ok |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row.method} | `{row.path}` | {row.without_key} | {row.wrong_key} | {row.with_key} | "
-                     f"{'yes' if row.ok else '**no**'} |")
+        lines.append(
+            f"| {row.method} | `{row.path}` | {row.without_key} | {row.wrong_key} | {row.with_key} | "
+            f"{'yes' if row.ok else '**no**'} |"
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

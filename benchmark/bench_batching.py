@@ -32,20 +32,87 @@ from benchmark._weights import converted_smollm2
 from benchmark.bench_serving import build_prompts, run_benchmark
 from benchmark.stats import summarize
 
-__all__ = ["EMBEDDING_LEVELS", "TRANSFORMERS_LEVELS", "embedding_rates", "fresh_sentences", "main", "run_batching",
-           "transformers_rates"]
+__all__ = [
+    "EMBEDDING_LEVELS",
+    "TRANSFORMERS_LEVELS",
+    "embedding_rates",
+    "fresh_sentences",
+    "main",
+    "run_batching",
+    "transformers_rates",
+]
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 EMBEDDING_LEVELS = (1, 4, 16)
 TRANSFORMERS_LEVELS = (1, 4, 8, 16)
 
 _WORDS = (
-    "river", "engine", "quietly", "harbour", "lantern", "orbit", "copper", "meadow", "signal", "winter", "ledger",
-    "falcon", "thunder", "garden", "matrix", "velvet", "canyon", "pilot", "marble", "echo", "harvest", "circuit",
-    "glacier", "beacon", "saddle", "compass", "orchard", "violin", "tunnel", "prism", "anchor", "desert", "ember",
-    "fabric", "granite", "island", "jasmine", "kettle", "lagoon", "mosaic", "nectar", "oyster", "pepper", "quartz",
-    "ribbon", "summit", "timber", "umbrella", "valley", "walnut", "yonder", "zephyr", "carefully", "rapidly",
-    "under", "over", "beside", "through", "the", "a", "every", "some", "bright", "hollow", "ancient", "restless",
+    "river",
+    "engine",
+    "quietly",
+    "harbour",
+    "lantern",
+    "orbit",
+    "copper",
+    "meadow",
+    "signal",
+    "winter",
+    "ledger",
+    "falcon",
+    "thunder",
+    "garden",
+    "matrix",
+    "velvet",
+    "canyon",
+    "pilot",
+    "marble",
+    "echo",
+    "harvest",
+    "circuit",
+    "glacier",
+    "beacon",
+    "saddle",
+    "compass",
+    "orchard",
+    "violin",
+    "tunnel",
+    "prism",
+    "anchor",
+    "desert",
+    "ember",
+    "fabric",
+    "granite",
+    "island",
+    "jasmine",
+    "kettle",
+    "lagoon",
+    "mosaic",
+    "nectar",
+    "oyster",
+    "pepper",
+    "quartz",
+    "ribbon",
+    "summit",
+    "timber",
+    "umbrella",
+    "valley",
+    "walnut",
+    "yonder",
+    "zephyr",
+    "carefully",
+    "rapidly",
+    "under",
+    "over",
+    "beside",
+    "through",
+    "the",
+    "a",
+    "every",
+    "some",
+    "bright",
+    "hollow",
+    "ancient",
+    "restless",
 )
 
 
@@ -73,8 +140,9 @@ async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmu
             async with limit:
                 response = await client.post(f"{api}/embeddings", json={"model": EMBEDDING_MODEL, "input": text})
                 if response.status_code != 200:
-                    raise RuntimeError(f"embedding request failed at c={concurrency}: {response.status_code} "
-                                       f"{response.text[:500]}")
+                    raise RuntimeError(
+                        f"embedding request failed at c={concurrency}: {response.status_code} {response.text[:500]}"
+                    )
                 used: int = response.json()["usage"]["prompt_tokens"]
                 return used
 
@@ -85,16 +153,24 @@ async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmu
     return {"req_s": len(sentences) / elapsed, "tok_s": tokens / elapsed}
 
 
-def embedding_rates(api: str, requests: int = 96, levels: tuple[int, ...] = EMBEDDING_LEVELS,
-                    seed: int | None = None, launch_options: dict[str, Any] | None = None) -> dict[str, float]:
+def embedding_rates(
+    api: str,
+    requests: int = 96,
+    levels: tuple[int, ...] = EMBEDDING_LEVELS,
+    seed: int | None = None,
+    launch_options: dict[str, Any] | None = None,
+) -> dict[str, float]:
     """Launch the bundled embedding model (with ``launch_options``, e.g. ``{"n_threads": 1}``), measure each level,
     unload it.
 
     Returns ``c{level}_req_s`` and ``c{level}_tok_s`` for every level, ``ratio`` (c=16 over c=1 requests/s, the
     DESIGN figure) and ``ratio_tok`` (the same for tokens/s); ``ratio_c{level}`` for the other levels.
     """
-    response = httpx.post(f"{api}/models", json={"model_name": EMBEDDING_MODEL, "model_type": "embedding",
-                                                 **(launch_options or {})}, timeout=300)
+    response = httpx.post(
+        f"{api}/models",
+        json={"model_name": EMBEDDING_MODEL, "model_type": "embedding", **(launch_options or {})},
+        timeout=300,
+    )
     if response.status_code != 200:
         raise RuntimeError(f"launching {EMBEDDING_MODEL} failed: {response.status_code} {response.text[:500]}")
     base = seed if seed is not None else time.time_ns() % 1_000_000_007
@@ -117,25 +193,38 @@ def embedding_rates(api: str, requests: int = 96, levels: tuple[int, ...] = EMBE
     return results
 
 
-def transformers_rates(api: str, max_tokens: int = 32,
-                       levels: tuple[int, ...] = TRANSFORMERS_LEVELS) -> dict[str, Any]:
+def transformers_rates(api: str, max_tokens: int = 32, levels: tuple[int, ...] = TRANSFORMERS_LEVELS) -> dict[str, Any]:
     """Output tok/s of the Transformers engine at each level (``c{level}_tok_s``, ``c{level}_errors``) and each
     level's ratio to c=1 (``ratio_c{level}_c1``; ``ratio_c8_c1`` is the DESIGN figure)."""
     folder = converted_smollm2()
-    family = {"model_name": "smollm2-pytorch-bench", "model_ability": ["chat", "generate"], "context_length": 2048,
-              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
-                               "quantizations": ["none"], "model_uri": f"file://{folder}"}]}
+    family = {
+        "model_name": "smollm2-pytorch-bench",
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["none"],
+                "model_uri": f"file://{folder}",
+            }
+        ],
+    }
     httpx.post(f"{api}/model_registrations/LLM", json={"model": json.dumps(family)}, timeout=30).raise_for_status()
-    launched = httpx.post(f"{api}/models", json={"model_name": "smollm2-pytorch-bench", "model_engine": "Transformers",
-                                                 "max_num_seqs": max(levels)}, timeout=300)
+    launched = httpx.post(
+        f"{api}/models",
+        json={"model_name": "smollm2-pytorch-bench", "model_engine": "Transformers", "max_num_seqs": max(levels)},
+        timeout=300,
+    )
     launched.raise_for_status()
     results: dict[str, Any] = {}
     try:
         for level in levels:
             prompts = build_prompts(2 * level, seed=level)
             asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts[:1], 1, 4))  # warm-up
-            runs, wall = asyncio.run(run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts, level, max_tokens,
-                                                   ignore_eos=True))
+            runs, wall = asyncio.run(
+                run_benchmark(api, "smollm2-pytorch-bench", "chat", prompts, level, max_tokens, ignore_eos=True)
+            )
             summary = summarize(runs, wall)
             results[f"c{level}_tok_s"] = summary["output_throughput"]
             results[f"c{level}_errors"] = summary["errors"]
@@ -148,8 +237,9 @@ def transformers_rates(api: str, max_tokens: int = 32,
     return results
 
 
-def run_batching(parts: tuple[str, ...] = ("embeddings", "transformers"),
-                 embedding_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_batching(
+    parts: tuple[str, ...] = ("embeddings", "transformers"), embedding_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The measurements named in ``parts`` on a fresh ``xinference-local``."""
     with tempfile.TemporaryDirectory() as home:
         platform = start_platform(Path(home))
@@ -172,8 +262,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--only", choices=["embeddings", "transformers"], default=None)
-    parser.add_argument("--embedding-options", type=json.loads, default=None,
-                        help='launch options of the embedding model as JSON, e.g. \'{"n_threads": 1}\'')
+    parser.add_argument(
+        "--embedding-options",
+        type=json.loads,
+        default=None,
+        help="launch options of the embedding model as JSON, e.g. '{\"n_threads\": 1}'",
+    )
     args = parser.parse_args()
     report = run_batching((args.only,) if args.only else ("embeddings", "transformers"), args.embedding_options)
     if "embeddings" in report:

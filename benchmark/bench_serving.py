@@ -60,10 +60,7 @@ _TASKS: tuple[str, ...] = (
     "Explain {subject} in simple terms.",
     "Write a short paragraph about {subject}.",
     "Give three key facts about {subject}.",
-    (
-        "Describe {subject} to a ten-year-old child, using a friendly tone and "
-        "an everyday example they would recognise."
-    ),
+    ("Describe {subject} to a ten-year-old child, using a friendly tone and an everyday example they would recognise."),
     "Summarize {subject} in one sentence.",
     (
         "You are a patient teacher preparing notes for a class. Write an "
@@ -82,10 +79,7 @@ def build_prompts(num_prompts: int, seed: int) -> list[str]:
     same seed always yields the same prompts, so results stay comparable.
     """
     rng = random.Random(seed)
-    return [
-        rng.choice(_TASKS).format(subject=rng.choice(_SUBJECTS))
-        for _ in range(num_prompts)
-    ]
+    return [rng.choice(_TASKS).format(subject=rng.choice(_SUBJECTS)) for _ in range(num_prompts)]
 
 
 def arrival_offsets(num_requests: int, request_rate: float, seed: int) -> list[float]:
@@ -164,9 +158,7 @@ def chunk_text(chunk: dict[str, Any], endpoint: str) -> str:
     return choices[0].get("text") or ""
 
 
-async def _read_stream(
-    response: httpx.Response, endpoint: str, result: RequestResult
-) -> tuple[int, bool]:
+async def _read_stream(response: httpx.Response, endpoint: str, result: RequestResult) -> tuple[int, bool]:
     """Record TTFT, ITL and usage from an SSE response into ``result``.
 
     Returns the number of content chunks and whether a usage chunk was seen.
@@ -215,18 +207,14 @@ def _finish(result: RequestResult, content_chunks: int, usage_seen: bool) -> Non
     result.ok = True
 
 
-async def send_request(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], endpoint: str
-) -> RequestResult:
+async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], endpoint: str) -> RequestResult:
     """Send one streamed request and time it; failures are returned, not raised."""
     result = RequestResult(start_time=time.perf_counter())
     try:
         async with client.stream("POST", url, json=body) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode(errors="replace")
-                result.error = (
-                    f"HTTP {response.status_code}: {text[:MAX_ERROR_BODY_CHARS]}"
-                )
+                result.error = f"HTTP {response.status_code}: {text[:MAX_ERROR_BODY_CHARS]}"
                 return result
             content_chunks, usage_seen = await _read_stream(response, endpoint, result)
             result.e2e = time.perf_counter() - result.start_time
@@ -262,29 +250,21 @@ async def run_benchmark(
     the measured latencies.
     """
     if endpoint not in ENDPOINT_PATHS:
-        raise ValueError(
-            f"endpoint must be one of {sorted(ENDPOINT_PATHS)}, got {endpoint!r}"
-        )
+        raise ValueError(f"endpoint must be one of {sorted(ENDPOINT_PATHS)}, got {endpoint!r}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     url = base_url.rstrip("/") + ENDPOINT_PATHS[endpoint]
     offsets = arrival_offsets(len(prompts), request_rate, arrival_seed)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(
-        max_connections=concurrency, max_keepalive_connections=concurrency
-    )
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     slots = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(
-        headers=headers, timeout=timeout, limits=limits, trust_env=False
-    ) as client:
+    async with httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, trust_env=False) as client:
         started = time.perf_counter()
 
         async def release(prompt: str, offset: float) -> RequestResult:
             await asyncio.sleep(max(0.0, started + offset - time.perf_counter()))
             async with slots:
-                body = build_body(
-                    endpoint, model, prompt, max_tokens, ignore_eos, extra_body
-                )
+                body = build_body(endpoint, model, prompt, max_tokens, ignore_eos, extra_body)
                 return await send_request(client, url, body, endpoint)
 
         results = await asyncio.gather(*map(release, prompts, offsets))
@@ -297,9 +277,7 @@ def parse_concurrency(text: str) -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a comma list of integers: {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
     if not levels or min(levels) < 1:
         raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1: {text!r}")
     return levels
@@ -307,19 +285,11 @@ def parse_concurrency(text: str) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options; see ``--help``."""
-    parser = argparse.ArgumentParser(
-        description="Benchmark an OpenAI-compatible streaming endpoint."
-    )
-    parser.add_argument(
-        "--base-url", required=True, help="e.g. http://127.0.0.1:9997/v1"
-    )
-    parser.add_argument(
-        "--model", required=True, help="model name/uid sent in each request"
-    )
+    parser = argparse.ArgumentParser(description="Benchmark an OpenAI-compatible streaming endpoint.")
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:9997/v1")
+    parser.add_argument("--model", required=True, help="model name/uid sent in each request")
     parser.add_argument("--endpoint", choices=sorted(ENDPOINT_PATHS), default="chat")
-    parser.add_argument(
-        "--num-prompts", type=int, default=64, help="measured requests per level"
-    )
+    parser.add_argument("--num-prompts", type=int, default=64, help="measured requests per level")
     parser.add_argument(
         "--concurrency",
         type=parse_concurrency,
@@ -338,9 +308,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="send ignore_eos: true so every request generates --max-tokens",
     )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="selects prompts and arrival times"
-    )
+    parser.add_argument("--seed", type=int, default=0, help="selects prompts and arrival times")
     parser.add_argument(
         "--warmup",
         type=int,
@@ -348,12 +316,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="requests sent first and excluded from stats",
     )
     parser.add_argument("--api-key", default=None, help="sent as a Bearer token")
-    parser.add_argument(
-        "--timeout", type=float, default=300.0, help="per-request seconds"
-    )
-    parser.add_argument(
-        "--json-out", type=Path, default=None, help="write results as JSON"
-    )
+    parser.add_argument("--timeout", type=float, default=300.0, help="per-request seconds")
+    parser.add_argument("--json-out", type=Path, default=None, help="write results as JSON")
     return parser.parse_args(argv)
 
 
@@ -394,8 +358,7 @@ async def _warm_up(args: argparse.Namespace) -> None:
     failed = [r for r in results if not r.ok]
     if failed:
         print(
-            f"warning: {len(failed)}/{len(results)} warm-up requests failed: "
-            f"{failed[0].error}",
+            f"warning: {len(failed)}/{len(results)} warm-up requests failed: {failed[0].error}",
             file=sys.stderr,
         )
 

@@ -58,8 +58,9 @@ class PlannedKill:
         return f"{self.kind}@{self.index}"
 
 
-def kill_schedule(seed: int, duration: float, interval: float, workers: int = 2,
-                  worker_share: float = 0.5) -> list[PlannedKill]:
+def kill_schedule(
+    seed: int, duration: float, interval: float, workers: int = 2, worker_share: float = 0.5
+) -> list[PlannedKill]:
     """A kill every ``interval`` seconds from ``interval`` on, none in the last half interval of the run (its
     recovery would not be seen under load). Each kill picks a worker process with probability ``worker_share``,
     otherwise a model process, on a worker drawn uniformly; the same seed gives the same schedule."""
@@ -214,8 +215,9 @@ def back_at(at: float, killed_pids: Iterable[int], snapshots: Sequence[ModelSnap
     return None
 
 
-def relapse_at(at: float, back_s: float | None, until: float, snapshots: Sequence[ModelSnapshot],
-               replicas: int) -> float | None:
+def relapse_at(
+    at: float, back_s: float | None, until: float, snapshots: Sequence[ModelSnapshot], replicas: int
+) -> float | None:
     """Seconds from the kill until the model, once back, stopped being whole again before ``until`` (the next
     kill, or the end of the run): a replica dropped from the routes after it had returned, e.g. a restarted worker
     declared gone for its dead predecessor's silence. None when it stayed whole (or never came back)."""
@@ -264,8 +266,9 @@ def is_ours(environ: Mapping[str, str] | None, cmdline: Sequence[str], root: str
     return any(prefix in arg or arg == root.rstrip("/") for arg in cmdline)
 
 
-def orphans(seen: Mapping[int, tuple[float, str]], alive: Mapping[int, float],
-            marked: Iterable[tuple[int, str]] = ()) -> list[dict[str, Any]]:
+def orphans(
+    seen: Mapping[int, tuple[float, str]], alive: Mapping[int, float], marked: Iterable[tuple[int, str]] = ()
+) -> list[dict[str, Any]]:
     """Processes still alive after the cluster was shut down: every pid ``seen`` during the run (the replica pids
     the API listed, the processes of the cluster's trees; ``pid -> (start time, label)``) that is ``alive`` with
     the same start time (a reused pid is someone else's process), and every process ``marked`` as ours by

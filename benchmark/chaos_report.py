@@ -34,8 +34,9 @@ def stream_endings(report: dict[str, Any]) -> Counter[str]:
     return Counter(r["outcome"] for r in _requests(report, "chat_stream"))
 
 
-def failure_groups(report: dict[str, Any], op: str, outcomes: Sequence[str] | None = None,
-                   limit: int = 8) -> list[tuple[int, str, int, str]]:
+def failure_groups(
+    report: dict[str, Any], op: str, outcomes: Sequence[str] | None = None, limit: int = 8
+) -> list[tuple[int, str, int, str]]:
     """Failed requests of ``op`` grouped by (outcome, status, message), most frequent first:
     ``(count, outcome, status, message)``; only ``outcomes`` when given."""
     groups: Counter[tuple[str, int, str]] = Counter()
@@ -72,25 +73,42 @@ def criteria(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     found = report.get("orphans", [])
     leak: tuple[str, bool | None, str]
     if report["minutes"] < MIN_LEAK_MINUTES:
-        leak = ("RSS flat (no leak suspect)", None,
-                f"not judged: the run lasted {report['minutes']:g} min, under {MIN_LEAK_MINUTES:g}")
+        leak = (
+            "RSS flat (no leak suspect)",
+            None,
+            f"not judged: the run lasted {report['minutes']:g} min, under {MIN_LEAK_MINUTES:g}",
+        )
     else:
         leak = ("RSS flat (no leak suspect)", not suspects, ", ".join(suspects) or "none")
     return [
-        ("Every non-streamed request succeeds", not chat_failed and bool(chats),
-         f"{len(chat_failed)} of {len(chats)} failed"),
-        ("Streams that fail before their first byte are retried", endings["refused"] == 0,
-         f"{endings['refused']} of {sum(endings.values())} refused"),
-        ("Every broken stream ends with an error frame (no plain [DONE], no cut, no hang)", broken_bad == 0,
-         ", ".join(f"{e} {endings[e]}" for e in STREAM_ENDINGS if e != "refused")),
-        ("No orphaned process (a dead worker's models exit; nothing outlives the shutdown)",
-         not found and not lingering,
-         f"{len(found)} after shutdown; {len(lingering)} worker kill(s) left model processes alive"),
+        (
+            "Every non-streamed request succeeds",
+            not chat_failed and bool(chats),
+            f"{len(chat_failed)} of {len(chats)} failed",
+        ),
+        (
+            "Streams that fail before their first byte are retried",
+            endings["refused"] == 0,
+            f"{endings['refused']} of {sum(endings.values())} refused",
+        ),
+        (
+            "Every broken stream ends with an error frame (no plain [DONE], no cut, no hang)",
+            broken_bad == 0,
+            ", ".join(f"{e} {endings[e]}" for e in STREAM_ENDINGS if e != "refused"),
+        ),
+        (
+            "No orphaned process (a dead worker's models exit; nothing outlives the shutdown)",
+            not found and not lingering,
+            f"{len(found)} after shutdown; {len(lingering)} worker kill(s) left model processes alive",
+        ),
         leak,
-        ("Every kill heals (the model whole again) and stays healed until the next", not unhealed and not relapsed,
-         f"{len(kills) - len(unhealed)} of {len(kills)} healed" + (f"; not: {', '.join(unhealed)}" if unhealed
-                                                                 else "")
-         + (f"; relapsed after healing: {', '.join(relapsed)}" if relapsed else "")),
+        (
+            "Every kill heals (the model whole again) and stays healed until the next",
+            not unhealed and not relapsed,
+            f"{len(kills) - len(unhealed)} of {len(kills)} healed"
+            + (f"; not: {', '.join(unhealed)}" if unhealed else "")
+            + (f"; relapsed after healing: {', '.join(relapsed)}" if relapsed else ""),
+        ),
     ]
 
 
@@ -124,8 +142,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"**Result: {'FAIL' if failed else 'PASS'}**",
         "",
-        *table(["criterion", "result", "detail"],
-               [[name, _mark(passed), detail] for name, passed, detail in criteria(report)]),
+        *table(
+            ["criterion", "result", "detail"],
+            [[name, _mark(passed), detail] for name, passed, detail in criteria(report)],
+        ),
         "",
         "## Requests",
         "",
@@ -134,9 +154,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     for op in ("chat", "chat_stream"):
         done = _requests(report, op)
         stats = latency(report, op)
-        rows.append([op, str(len(done)), str(sum(1 for r in done if _ok(r))),
-                     *(n(stats[f"e2e_p{p}"]) for p in (50, 90, 99)), n(stats["e2e_max"]),
-                     n(stats["ttft_p50"]), n(stats["ttft_p99"])])
+        rows.append(
+            [
+                op,
+                str(len(done)),
+                str(sum(1 for r in done if _ok(r))),
+                *(n(stats[f"e2e_p{p}"]) for p in (50, 90, 99)),
+                n(stats["e2e_max"]),
+                n(stats["ttft_p50"]),
+                n(stats["ttft_p99"]),
+            ]
+        )
     lines += table(["op", "sent", "succeeded", "e2e p50 s", "p90", "p99", "max", "TTFT p50 s", "TTFT p99"], rows)
     endings = stream_endings(report)
     lines += ["", "Streams by ending: " + ", ".join(f"{e} {endings[e]}" for e in STREAM_ENDINGS) + ".", ""]
@@ -144,15 +172,20 @@ def render_markdown(report: dict[str, Any]) -> str:
         groups = failure_groups(report, op)
         if groups:
             lines += [f"{title} (grouped, most frequent first):", ""]
-            lines += table(["count", "ending", "status", "message"],
-                           [[str(c), o, str(s), _code(m)] for c, o, s, m in groups])
+            lines += table(
+                ["count", "ending", "status", "message"], [[str(c), o, str(s), _code(m)] for c, o, s, m in groups]
+            )
             lines.append("")
-    lines += ["## Kills", "",
-              "Seconds after each kill: *failover*, until the first success of a request sent after it (under "
-              "this load it includes queueing: compare the e2e percentiles); *failures*, the failed requests that "
-              "ended after it and before the next kill, and when the last of them ended; *back*, until the model "
-              "was `ready` with every replica listed and none of the killed processes among them; *relapse*, when "
-              "it stopped being whole again after that, before the next kill.", ""]
+    lines += [
+        "## Kills",
+        "",
+        "Seconds after each kill: *failover*, until the first success of a request sent after it (under "
+        "this load it includes queueing: compare the e2e percentiles); *failures*, the failed requests that "
+        "ended after it and before the next kill, and when the last of them ended; *back*, until the model "
+        "was `ready` with every replica listed and none of the killed processes among them; *relapse*, when "
+        "it stopped being whole again after that, before the next kill.",
+        "",
+    ]
     kill_rows = []
     for k in report.get("kills", []):
         if k.get("skipped"):
@@ -162,39 +195,83 @@ def render_markdown(report: dict[str, Any]) -> str:
         failures = str(k.get("failures", 0))
         if k.get("failures_until_s") is not None:
             failures += f" (last at {n(k['failures_until_s'], 1)})"
-        kill_rows.append([n(k["at"], 1), k["label"], f"pids {k['pids']}{left}", n(k.get("first_success_s")),
-                          failures, n(k.get("back_s"), 1), n(k.get("relapse_s"), 1)])
+        kill_rows.append(
+            [
+                n(k["at"], 1),
+                k["label"],
+                f"pids {k['pids']}{left}",
+                n(k.get("first_success_s")),
+                failures,
+                n(k.get("back_s"), 1),
+                n(k.get("relapse_s"), 1),
+            ]
+        )
     lines += table(["at s", "killed", "processes", "failover s", "failures", "back s", "relapse s"], kill_rows)
     timeline = report.get("timeline") or []
     if timeline:
-        lines += ["", "The model as `GET /v1/models/{uid}` showed it, at each change (seconds since the load "
-                  "began): " + "; ".join(f"{n(s['t'], 1)} {s['status']} {list(s['pids'])}" for s in timeline) + "."]
+        lines += [
+            "",
+            "The model as `GET /v1/models/{uid}` showed it, at each change (seconds since the load "
+            "began): " + "; ".join(f"{n(s['t'], 1)} {s['status']} {list(s['pids'])}" for s in timeline) + ".",
+        ]
     events = report.get("events") or {}
     lines += ["", "Model events: " + (", ".join(f"{k} {v}" for k, v in sorted(events.items())) or "none") + ".", ""]
-    lines += ["## Processes", "",
-              "RSS of every platform process (supervisor, each worker incarnation, each model process), slopes as "
-              "in the plain soak: least squares over all samples, after the first fifth, over the second half. A "
-              f"leak suspect keeps rising by more than {LEAK_MIB_PER_MIN:g} MiB/min after warm-up and over the "
-              f"second half of a run of at least {MIN_LEAK_MINUTES:g} minutes, alive at the end.", ""]
-    proc_rows = [[p["label"] + (" (exited)" if p["exited"] else ""), str(p["samples"]), str(p["minutes_sampled"]),
-                  f"{p['rss_first_mib']} → {p['rss_last_mib']} ({p['rss_max_mib']})", str(p["slope_mib_per_min"]),
-                  str(p["slope_after_warmup_mib_per_min"]), str(p.get("slope_second_half_mib_per_min", "-"))]
-                 for p in report.get("processes", [])]
-    lines += table(["process", "samples", "minutes", "RSS first → last (max) MiB", "slope MiB/min",
-                    "after warm-up", "second half"], proc_rows)
+    lines += [
+        "## Processes",
+        "",
+        "RSS of every platform process (supervisor, each worker incarnation, each model process), slopes as "
+        "in the plain soak: least squares over all samples, after the first fifth, over the second half. A "
+        f"leak suspect keeps rising by more than {LEAK_MIB_PER_MIN:g} MiB/min after warm-up and over the "
+        f"second half of a run of at least {MIN_LEAK_MINUTES:g} minutes, alive at the end.",
+        "",
+    ]
+    proc_rows = [
+        [
+            p["label"] + (" (exited)" if p["exited"] else ""),
+            str(p["samples"]),
+            str(p["minutes_sampled"]),
+            f"{p['rss_first_mib']} → {p['rss_last_mib']} ({p['rss_max_mib']})",
+            str(p["slope_mib_per_min"]),
+            str(p["slope_after_warmup_mib_per_min"]),
+            str(p.get("slope_second_half_mib_per_min", "-")),
+        ]
+        for p in report.get("processes", [])
+    ]
+    lines += table(
+        [
+            "process",
+            "samples",
+            "minutes",
+            "RSS first → last (max) MiB",
+            "slope MiB/min",
+            "after warm-up",
+            "second half",
+        ],
+        proc_rows,
+    )
     found = report.get("orphans", [])
-    lines += ["", f"Processes alive after the shutdown (orphans): {len(found)}" +
-              (": " + ", ".join(f"{o['label']} (pid {o['pid']})" for o in found) if found else "") + "."]
+    lines += [
+        "",
+        f"Processes alive after the shutdown (orphans): {len(found)}"
+        + (": " + ", ".join(f"{o['label']} (pid {o['pid']})" for o in found) if found else "")
+        + ".",
+    ]
     if report.get("late_at_shutdown"):
         late = ", ".join(report["late_at_shutdown"])
         lines.append(f"Nodes that did not stop within the grace after SIGTERM: {late}.")
     lines.append("")
     if report.get("log_lines"):
-        lines += ["## Platform warnings and errors", "",
-                  "From the supervisor's and the workers' logs, grouped with digits masked; one example each; "
-                  "*when*: during the run, or once the final shutdown began.", ""]
-        lines += table(["count", "when", "line"], [[str(g["count"]), g.get("when", "run"), _code(g["line"])]
-                                                   for g in report["log_lines"]])
+        lines += [
+            "## Platform warnings and errors",
+            "",
+            "From the supervisor's and the workers' logs, grouped with digits masked; one example each; "
+            "*when*: during the run, or once the final shutdown began.",
+            "",
+        ]
+        lines += table(
+            ["count", "when", "line"],
+            [[str(g["count"]), g.get("when", "run"), _code(g["line"])] for g in report["log_lines"]],
+        )
         lines.append("")
     if report.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in report["notes"]] + [""]

@@ -97,26 +97,37 @@ def _error_message(text: str) -> str:
 async def _chat(run: _Run, client: httpx.AsyncClient, body: dict[str, Any]) -> RequestRecord:
     start = run.now()
     try:
-        response = await client.post(f"{run.cluster.endpoint}/v1/chat/completions", json=body,
-                                     timeout=run.args.request_timeout)
+        response = await client.post(
+            f"{run.cluster.endpoint}/v1/chat/completions", json=body, timeout=run.args.request_timeout
+        )
     except httpx.TimeoutException as exc:
-        return RequestRecord("chat", start, run.now(), "timeout", 0, f"{type(exc).__name__}: no answer in "
-                             f"{run.args.request_timeout:g}s")
+        return RequestRecord(
+            "chat", start, run.now(), "timeout", 0, f"{type(exc).__name__}: no answer in {run.args.request_timeout:g}s"
+        )
     except httpx.HTTPError as exc:
         return RequestRecord("chat", start, run.now(), type(exc).__name__, 0, str(exc)[:300])
     end = run.now()
     if response.status_code == 200 and (response.json().get("choices") or [{}])[0].get("message"):
         return RequestRecord("chat", start, end, "ok", 200)
-    return RequestRecord("chat", start, end, f"http_{response.status_code}", response.status_code,
-                         _error_message(response.text), retry_after=response.headers.get("retry-after"))
+    return RequestRecord(
+        "chat",
+        start,
+        end,
+        f"http_{response.status_code}",
+        response.status_code,
+        _error_message(response.text),
+        retry_after=response.headers.get("retry-after"),
+    )
 
 
-async def _read_stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any], trace: StreamTrace,
-                       start: float) -> float | None:
+async def _read_stream(
+    run: _Run, client: httpx.AsyncClient, body: dict[str, Any], trace: StreamTrace, start: float
+) -> float | None:
     """Feed the stream's lines into ``trace``; returns the seconds until its first text."""
     ttft = None
-    async with client.stream("POST", f"{run.cluster.endpoint}/v1/chat/completions",
-                             json={**body, "stream": True}) as response:
+    async with client.stream(
+        "POST", f"{run.cluster.endpoint}/v1/chat/completions", json={**body, "stream": True}
+    ) as response:
         trace.status = response.status_code
         if response.status_code != 200:
             trace.body = (await response.aread()).decode(errors="replace")
@@ -139,14 +150,16 @@ async def _stream(run: _Run, client: httpx.AsyncClient, body: dict[str, Any]) ->
     except httpx.HTTPError as exc:
         trace.transport_error = f"{type(exc).__name__}: {exc}"[:300]
     ending = classify_stream(trace)
-    message = {"refused": _error_message(trace.body), "error_frame": trace.error or "",
-               "cut": trace.transport_error or f"closed after {trace.chunks} chunk(s) without [DONE]",
-               "truncated_done": f"[DONE] after {trace.chunks} chunk(s), {trace.text_chars} chars, no finish_reason",
-               "hang": f"no end within {run.args.stream_timeout:g}s after {trace.chunks} chunk(s)"}.get(ending, "")
+    message = {
+        "refused": _error_message(trace.body),
+        "error_frame": trace.error or "",
+        "cut": trace.transport_error or f"closed after {trace.chunks} chunk(s) without [DONE]",
+        "truncated_done": f"[DONE] after {trace.chunks} chunk(s), {trace.text_chars} chars, no finish_reason",
+        "hang": f"no end within {run.args.stream_timeout:g}s after {trace.chunks} chunk(s)",
+    }.get(ending, "")
     if trace.data_after_done:
         message += " (data after [DONE])"
-    return RequestRecord("chat_stream", start, run.now(), ending, trace.status, message[:300], ttft,
-                         trace.retry_after)
+    return RequestRecord("chat_stream", start, run.now(), ending, trace.status, message[:300], ttft, trace.retry_after)
 
 
 async def _client_loop(run: _Run, client: httpx.AsyncClient, seed: int, deadline: float) -> None:
@@ -252,8 +265,11 @@ def _kill_model(run: _Run, record: KillRecord) -> None:
     children = {p.pid for p in node.tree()[1:]}
     target = next((r for r in listed if r["pid"] in children), None)
     if target is None:
-        record.skipped = (f"no replica of {node.name} listed" if not listed else
-                          f"the listed pid(s) {[r['pid'] for r in listed]} are not children of {node.name}")
+        record.skipped = (
+            f"no replica of {node.name} listed"
+            if not listed
+            else f"the listed pid(s) {[r['pid'] for r in listed]} are not children of {node.name}"
+        )
         return
     record.label = f"model {target.get('replica_uid')} on {node.name}"
     record.pids = [target["pid"]]
@@ -308,12 +324,16 @@ async def _wait_for_recovery(run: _Run) -> None:
 async def _drive(run: _Run, plan: list[PlannedKill]) -> None:
     deadline = time.monotonic() + run.args.minutes * 60
     limits = httpx.Limits(max_connections=run.args.concurrency + 4)
-    async with httpx.AsyncClient(trust_env=False, limits=limits, timeout=run.args.request_timeout) as client, \
-            httpx.AsyncClient(trust_env=False) as control:
+    async with (
+        httpx.AsyncClient(trust_env=False, limits=limits, timeout=run.args.request_timeout) as client,
+        httpx.AsyncClient(trust_env=False) as control,
+    ):
         watcher = asyncio.create_task(_watch(run, control))
         chaos_task = asyncio.create_task(_chaos(run, plan))
-        await asyncio.gather(_sampler(run, deadline),
-                             *(_client_loop(run, client, seed, deadline) for seed in range(run.args.concurrency)))
+        await asyncio.gather(
+            _sampler(run, deadline),
+            *(_client_loop(run, client, seed, deadline) for seed in range(run.args.concurrency)),
+        )
         await chaos_task
         await asyncio.to_thread(_sample_once, run)
         await _wait_for_recovery(run)
@@ -407,9 +427,14 @@ def _events(endpoint: str) -> list[dict[str, Any]]:
 def _launch(cluster: LoopbackCluster, args: argparse.Namespace) -> None:
     """Two replicas (one per worker) of the bundled chat model; admission queues the whole load (a 429 would
     be the harness's doing, not a failure of the platform)."""
-    body: dict[str, Any] = {"model_name": CHAT_MODEL, "model_engine": "llama.cpp", "model_uid": CHAT_UID,
-                            "replica": args.workers, "max_queued": args.concurrency * 2,
-                            "queue_timeout": args.minutes * 60 + 600}
+    body: dict[str, Any] = {
+        "model_name": CHAT_MODEL,
+        "model_engine": "llama.cpp",
+        "model_uid": CHAT_UID,
+        "replica": args.workers,
+        "max_queued": args.concurrency * 2,
+        "queue_timeout": args.minutes * 60 + 600,
+    }
     if args.n_threads:
         body.update(n_threads=args.n_threads, n_threads_batch=args.n_threads)
     if args.cache_ram_mib is not None:
@@ -447,10 +472,16 @@ def chaos(args: argparse.Namespace) -> dict[str, Any]:
     _settle_kills(run)
     processes = [summarize_series(s) for s in run.series.values()]
     return {
-        "minutes": args.minutes, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "kill_seconds": args.kill_seconds, "seed": args.seed, "workers": args.workers,
-        "worker_share": args.worker_share, "stream_share": args.stream_share,
-        "stream_timeout": args.stream_timeout, "request_timeout": args.request_timeout,
+        "minutes": args.minutes,
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "kill_seconds": args.kill_seconds,
+        "seed": args.seed,
+        "workers": args.workers,
+        "worker_share": args.worker_share,
+        "stream_share": args.stream_share,
+        "stream_timeout": args.stream_timeout,
+        "request_timeout": args.request_timeout,
         "machine": f"{psutil.cpu_count()} CPU cores, {psutil.virtual_memory().total / 2**30:.0f} GiB RAM",
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - run.now())),
         "requests": [asdict(r) for r in run.records],
@@ -458,7 +489,9 @@ def chaos(args: argparse.Namespace) -> dict[str, Any]:
         "timeline": [asdict(s) for s in status_changes(run.snapshots)],
         "processes": processes,
         "leak_suspects": leak_suspects(processes, args.minutes),
-        "orphans": found, "orphans_reaped": reaped, "late_at_shutdown": late,
+        "orphans": found,
+        "orphans_reaped": reaped,
+        "late_at_shutdown": late,
         "events": Counter(str(e.get("event")) for e in events),
         "log_lines": log_lines,
     }

@@ -37,8 +37,15 @@ MODEL_UID = "bench-mlx"
 RAW_NAME = "default_model"  # mlx_lm.server: the model given by --model
 #: ``n_parallel`` is MLX's ``max_num_seqs``, ``n_ctx`` its ``max_model_len``.
 DEFAULTS = CompareConfig(
-    rounds=2, concurrency=(1, 4), num_prompts=8, max_tokens=32, n_parallel=4, n_ctx=2048, warmup_prompts=4,
-    quiet_wait=20.0, patience=120.0,
+    rounds=2,
+    concurrency=(1, 4),
+    num_prompts=8,
+    max_tokens=32,
+    n_parallel=4,
+    n_ctx=2048,
+    warmup_prompts=4,
+    quiet_wait=20.0,
+    patience=120.0,
 )
 
 
@@ -82,26 +89,41 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
         launch_s = _engines.launch(platform.api, MODEL_UID, MODEL_NAME, ENGINE, options)
         model_procs = _engines.new_processes(platform, before)
         api_procs = [p for p in platform.tree() if p.pid in before]
-        settings = resolved_settings(_proc.engine_config(platform.api, MODEL_UID), config,
-                                     detect_hardware().cpu_count)
+        settings = resolved_settings(_proc.engine_config(platform.api, MODEL_UID), config, detect_hardware().cpu_count)
         log(f"MLX launched on the platform in {launch_s:.1f}s with {settings}")
         model_dir = _raw_mlx.patched_model_dir(weights, workdir / "raw-model", config_overrides(weights))
         port = _proc.free_port()
-        command = _raw_mlx.server_command(python, model_dir, port, max_num_seqs=settings["max_num_seqs"],
-                                          prefill_step_size=settings["prefill_step_size"])
+        command = _raw_mlx.server_command(
+            python,
+            model_dir,
+            port,
+            max_num_seqs=settings["max_num_seqs"],
+            prefill_step_size=settings["prefill_step_size"],
+        )
         env = _raw_mlx.server_env(settings["n_threads"], find_openblas())
         raw = later(_engines.start_raw("raw mlx_lm.server", command, port, env, workdir / "raw-mlx.log"))
         log(f"raw mlx_lm.server serving at {raw.base_url} (ready in {raw.ready_seconds:.1f}s)")
         raw_procs = raw.tree()
         targets = {
-            "raw": Target("raw", raw.api, RAW_NAME, {"engine": raw_procs},
-                          {"engine": lambda: _proc.cpu_seconds(raw_procs)},
-                          extra_body=_raw_mlx.eos_bias(_raw_mlx.eos_token_ids(weights))),
+            "raw": Target(
+                "raw",
+                raw.api,
+                RAW_NAME,
+                {"engine": raw_procs},
+                {"engine": lambda: _proc.cpu_seconds(raw_procs)},
+                extra_body=_raw_mlx.eos_bias(_raw_mlx.eos_token_ids(weights)),
+            ),
             "ours": Target(
-                "ours", platform.api, MODEL_UID, {"api": api_procs, "model": model_procs},
-                {"api": lambda: _proc.cpu_seconds(api_procs), "model": lambda: _proc.cpu_seconds(model_procs),
-                 # the actor's event loop runs on the process's main thread; decoding on the scheduler's thread
-                 "model_loop": lambda: _proc.thread_cpu_seconds(model_procs[0], model_procs[0].pid)},
+                "ours",
+                platform.api,
+                MODEL_UID,
+                {"api": api_procs, "model": model_procs},
+                {
+                    "api": lambda: _proc.cpu_seconds(api_procs),
+                    "model": lambda: _proc.cpu_seconds(model_procs),
+                    # the actor's event loop runs on the process's main thread; decoding on the scheduler's thread
+                    "model_loop": lambda: _proc.thread_cpu_seconds(model_procs[0], model_procs[0].pid),
+                },
             ),
         }
         records = run_schedule(targets, config, lambda: [*raw.tree(), *platform.tree()], patience, log)
@@ -119,8 +141,9 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="mlx-lm's own server vs Xinference serving MLX, same model.")
     parser.add_argument("--rounds", type=int, default=DEFAULTS.rounds)
-    parser.add_argument("--concurrency", type=lambda text: [int(v) for v in text.split(",")],
-                        default=list(DEFAULTS.concurrency))
+    parser.add_argument(
+        "--concurrency", type=lambda text: [int(v) for v in text.split(",")], default=list(DEFAULTS.concurrency)
+    )
     parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
     parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
     parser.add_argument("--max-num-seqs", type=int, default=DEFAULTS.n_parallel)
@@ -130,8 +153,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace, base: CompareConfig = DEFAULTS) -> CompareConfig:
-    return replace(base, rounds=args.rounds, concurrency=tuple(args.concurrency), num_prompts=args.num_prompts,
-                   max_tokens=args.max_tokens, n_parallel=args.max_num_seqs, patience=args.patience)
+    return replace(
+        base,
+        rounds=args.rounds,
+        concurrency=tuple(args.concurrency),
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        n_parallel=args.max_num_seqs,
+        patience=args.patience,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

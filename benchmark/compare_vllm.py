@@ -40,8 +40,15 @@ RAW_NAME = "raw"
 #: Small on purpose: ~2 minutes of measuring on 2 cores. ``n_parallel`` is vLLM's ``max_num_seqs``, ``n_ctx`` its
 #: ``max_model_len``.
 DEFAULTS = CompareConfig(
-    rounds=2, concurrency=(1, 4), num_prompts=8, max_tokens=32, n_parallel=4, n_ctx=2048, warmup_prompts=4,
-    quiet_wait=20.0, patience=120.0,
+    rounds=2,
+    concurrency=(1, 4),
+    num_prompts=8,
+    max_tokens=32,
+    n_parallel=4,
+    n_ctx=2048,
+    warmup_prompts=4,
+    quiet_wait=20.0,
+    patience=120.0,
 )
 KV_CACHE_GIB = 1  # two vLLM servers run side by side; 1 GiB of KV each is plenty for 4 x 2048 tokens
 
@@ -97,12 +104,19 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
         log(f"raw vLLM serving at {raw.base_url} (ready in {raw.ready_seconds:.1f}s)")
         raw_procs = raw.tree()
         targets = {
-            "raw": Target("raw", raw.api, RAW_NAME, {"engine": raw_procs},
-                          {"engine": lambda: _proc.cpu_seconds(raw_procs)}),
+            "raw": Target(
+                "raw", raw.api, RAW_NAME, {"engine": raw_procs}, {"engine": lambda: _proc.cpu_seconds(raw_procs)}
+            ),
             "ours": Target(
-                "ours", platform.api, MODEL_UID, {"api": api_procs, "actor": actor_procs, "engine": engine_procs},
-                {"api": lambda: _proc.cpu_seconds(api_procs), "actor": lambda: _proc.cpu_seconds(actor_procs),
-                 "engine": lambda: _proc.cpu_seconds(engine_procs)},
+                "ours",
+                platform.api,
+                MODEL_UID,
+                {"api": api_procs, "actor": actor_procs, "engine": engine_procs},
+                {
+                    "api": lambda: _proc.cpu_seconds(api_procs),
+                    "actor": lambda: _proc.cpu_seconds(actor_procs),
+                    "engine": lambda: _proc.cpu_seconds(engine_procs),
+                },
             ),
         }
         records = run_schedule(targets, config, lambda: [*raw.tree(), *platform.tree()], patience, log)
@@ -123,8 +137,9 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="vLLM's own server vs Xinference serving vLLM, same model.")
     parser.add_argument("--rounds", type=int, default=DEFAULTS.rounds)
-    parser.add_argument("--concurrency", type=lambda text: [int(v) for v in text.split(",")],
-                        default=list(DEFAULTS.concurrency))
+    parser.add_argument(
+        "--concurrency", type=lambda text: [int(v) for v in text.split(",")], default=list(DEFAULTS.concurrency)
+    )
     parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
     parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
     parser.add_argument("--max-num-seqs", type=int, default=DEFAULTS.n_parallel)
@@ -134,8 +149,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace, base: CompareConfig = DEFAULTS) -> CompareConfig:
-    return replace(base, rounds=args.rounds, concurrency=tuple(args.concurrency), num_prompts=args.num_prompts,
-                   max_tokens=args.max_tokens, n_parallel=args.max_num_seqs, patience=args.patience)
+    return replace(
+        base,
+        rounds=args.rounds,
+        concurrency=tuple(args.concurrency),
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        n_parallel=args.max_num_seqs,
+        patience=args.patience,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,8 +56,10 @@ def launch_plan(engine: str) -> tuple[str, dict[str, Any]]:
     small contexts so that every engine reserves little memory."""
     if engine == "llama.cpp":
         return _proc.DEFAULT_MODEL, {"n_ctx": 2048}
-    options: dict[str, Any] = {"vLLM": {"max_model_len": 2048, "cpu_kvcache_space_gib": 1},
-                               "MLX": {"max_model_len": 2048}}.get(engine, {})
+    options: dict[str, Any] = {
+        "vLLM": {"max_model_len": 2048, "cpu_kvcache_space_gib": 1},
+        "MLX": {"max_model_len": 2048},
+    }.get(engine, {})
     return PYTORCH_NAME, options
 
 
@@ -67,16 +69,28 @@ def install_figure(engine: str, install: bool, envs: Path, timeout: float = 900.
         return {"status": "main environment", "seconds": None}
     if not install:
         found = _engines.engine_python(engine, envs) is not None
-        return {"status": "already installed (not timed; --install times it)" if found else "not installed",
-                "seconds": None, "installed": found}
+        return {
+            "status": "already installed (not timed; --install times it)" if found else "not installed",
+            "seconds": None,
+            "installed": found,
+        }
     command = [str(Path(sys.executable).parent / "xinference"), "engine", "install", engine, "--local"]
     started = time.perf_counter()
-    done = subprocess.run(command, env={**os.environ, "XINFERENCE_ENVS_DIR": str(envs)}, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        command,
+        env={**os.environ, "XINFERENCE_ENVS_DIR": str(envs)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        return {"status": f"install failed: {(done.stderr or done.stdout)[-300:]}", "seconds": seconds,
-                "installed": False}
+        return {
+            "status": f"install failed: {(done.stderr or done.stdout)[-300:]}",
+            "seconds": seconds,
+            "installed": False,
+        }
     return {"status": "installed fresh", "seconds": seconds, "installed": True}
 
 

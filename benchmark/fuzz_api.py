@@ -30,11 +30,14 @@ _LEAKS = re.compile(r"Traceback \(most recent call last\)|File \"/|/site-package
 #: routes never fuzzed: they would change the machine itself (installing engines)
 _SKIPPED = {("POST", "/v1/engines/{engine}/install"), ("POST", "/v1/engines/{engine}/uninstall")}
 
-_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False),
-                       st.text(max_size=30))
-_json = st.recursive(_json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                          st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                     max_leaves=12)
+_json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.text(max_size=30)
+)
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 @dataclass
@@ -80,15 +83,24 @@ def _cap(body: Any) -> Any:
 @st.composite
 def _request(draw: Any, routes: list[tuple[str, str, list[str]]]) -> tuple[str, str, Any, dict[str, Any]]:
     method, path, names = draw(st.sampled_from(routes))
-    url = _PARAM.sub(lambda _: draw(st.text(st.characters(codec="utf-8", exclude_characters="/?#%"),
-                                            min_size=1, max_size=20)), path)
-    query = draw(st.dictionaries(st.sampled_from(["detailed", "model_type", "lines", "n", "x"]),
-                                 st.text(max_size=10), max_size=2))
+    url = _PARAM.sub(
+        lambda _: draw(st.text(st.characters(codec="utf-8", exclude_characters="/?#%"), min_size=1, max_size=20)), path
+    )
+    query = draw(
+        st.dictionaries(
+            st.sampled_from(["detailed", "model_type", "lines", "n", "x"]), st.text(max_size=10), max_size=2
+        )
+    )
     body: Any = None
     if method in ("POST", "PUT", "PATCH"):
         known = st.fixed_dictionaries({}, optional={name: _json for name in names})
-        body = draw(st.one_of(known, st.builds(lambda a, b: {**a, **b}, known,
-                                               st.dictionaries(st.text(max_size=8), _json, max_size=2)), _json))
+        body = draw(
+            st.one_of(
+                known,
+                st.builds(lambda a, b: {**a, **b}, known, st.dictionaries(st.text(max_size=8), _json, max_size=2)),
+                _json,
+            )
+        )
     return method, url, _cap(body), query
 
 
@@ -98,15 +110,17 @@ def fuzz(endpoint: str, examples: int, headers: dict[str, str] | None = None, se
     report = FuzzReport()
     client = httpx.Client(base_url=endpoint, headers=headers or {}, timeout=120)
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     @given(_request(routes))
     def one(request: tuple[str, str, Any, dict[str, Any]]) -> None:
         method, url, body, query = request
         try:
             content = None if body is None else json.dumps(body).encode()
-            response = client.request(method, url, content=content, params=query,
-                                      headers={"content-type": "application/json"})
+            response = client.request(
+                method, url, content=content, params=query, headers={"content-type": "application/json"}
+            )
         except httpx.InvalidURL:
             return  # the client refuses to send it; nothing reached the server
         report.requests += 1
@@ -129,9 +143,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "fuzz.md")
     args = parser.parse_args()
     report = fuzz(args.endpoint, args.examples)
-    lines = ["# API fuzzing", "", f"{report.requests} generated requests over every route of the OpenAPI document "
-             "(Hypothesis, derandomized).", "", f"Wrong answers (5xx other than 503, traceback or local path): "
-             f"{len(report.failures)}", "", "| status | count |", "|---|---|"]
+    lines = [
+        "# API fuzzing",
+        "",
+        f"{report.requests} generated requests over every route of the OpenAPI document (Hypothesis, derandomized).",
+        "",
+        f"Wrong answers (5xx other than 503, traceback or local path): {len(report.failures)}",
+        "",
+        "| status | count |",
+        "|---|---|",
+    ]
     lines += [f"| {status} | {count} |" for status, count in sorted(report.statuses.items())]
     lines += ["", *[f"- `{failure}`" for failure in report.failures[:50]]]
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")

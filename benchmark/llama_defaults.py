@@ -42,29 +42,41 @@ from benchmark import _proc
 from benchmark.bench_serving import build_prompts, send_request
 from benchmark.stats import RequestResult, percentile, summarize
 
-__all__ = ["Grid", "LlamaConfig", "Workload", "build_grid", "main", "pick_best", "render_markdown",
-           "round_order", "session_messages", "median_metrics"]
+__all__ = [
+    "Grid",
+    "LlamaConfig",
+    "Workload",
+    "build_grid",
+    "main",
+    "pick_best",
+    "render_markdown",
+    "round_order",
+    "session_messages",
+    "median_metrics",
+]
 
 #: The shared system prompt of every request (~300 tokens with SmolLM2's tokenizer; the run reports the count).
-SYSTEM_PROMPT = " ".join([
-    "You are the support assistant of Northwind Outfitters, a shop that sells hiking, camping and climbing gear.",
-    "Answer in a friendly and concise tone, in the language of the customer, and never invent facts.",
-    "Orders ship within two working days from our warehouse; standard delivery takes three to five days and",
-    "express delivery one to two days. Returns are accepted within thirty days when the item is unused and in its",
-    "original packaging; the customer pays the return postage unless the item arrived damaged or wrong.",
-    "Refunds reach the original payment method within ten days of the returned item arriving at the warehouse.",
-    "Sizing: boots run half a size small, jackets are true to size, and harnesses follow the chart on each page.",
-    "Warranty: two years on all gear against manufacturing defects; wear and tear and misuse are not covered.",
-    "When a customer asks about an order, ask for the order number, which starts with NW followed by six digits.",
-    "Never ask for passwords or full card numbers. If the customer is upset, apologise once and offer help.",
-    "For safety questions about climbing equipment, remind the customer to follow the manufacturer's manual and",
-    "to retire any rope or harness that has held a severe fall. Do not give medical advice; suggest a doctor.",
-    "Store hours are nine to six on weekdays and ten to four on Saturdays; the store is closed on Sundays.",
-    "Gift cards never expire and cannot be exchanged for cash. Price matching applies to identical items sold by",
-    "a national retailer within fourteen days of purchase. Loyalty members earn one point per euro spent and get",
-    "free standard delivery on every order. Keep answers under one hundred words unless the customer asks for",
-    "more detail, and end each answer by asking whether there is anything else you can help with today.",
-])
+SYSTEM_PROMPT = " ".join(
+    [
+        "You are the support assistant of Northwind Outfitters, a shop that sells hiking, camping and climbing gear.",
+        "Answer in a friendly and concise tone, in the language of the customer, and never invent facts.",
+        "Orders ship within two working days from our warehouse; standard delivery takes three to five days and",
+        "express delivery one to two days. Returns are accepted within thirty days when the item is unused and in its",
+        "original packaging; the customer pays the return postage unless the item arrived damaged or wrong.",
+        "Refunds reach the original payment method within ten days of the returned item arriving at the warehouse.",
+        "Sizing: boots run half a size small, jackets are true to size, and harnesses follow the chart on each page.",
+        "Warranty: two years on all gear against manufacturing defects; wear and tear and misuse are not covered.",
+        "When a customer asks about an order, ask for the order number, which starts with NW followed by six digits.",
+        "Never ask for passwords or full card numbers. If the customer is upset, apologise once and offer help.",
+        "For safety questions about climbing equipment, remind the customer to follow the manufacturer's manual and",
+        "to retire any rope or harness that has held a severe fall. Do not give medical advice; suggest a doctor.",
+        "Store hours are nine to six on weekdays and ten to four on Saturdays; the store is closed on Sundays.",
+        "Gift cards never expire and cannot be exchanged for cash. Price matching applies to identical items sold by",
+        "a national retailer within fourteen days of purchase. Loyalty members earn one point per euro spent and get",
+        "free standard delivery on every order. Keep answers under one hundred words unless the customer asks for",
+        "more detail, and end each answer by asking whether there is anything else you can help with today.",
+    ]
+)
 #: The assistant turn sent back in a user's second request. A fixed text, not what the model wrote, so the
 #: prefix a slot can reuse ends with the first user turn: cache benefits are, if anything, understated.
 ASSISTANT_REPLY = "Thanks for asking! Here is a short answer. Is there anything else I can help you with today?"
@@ -84,15 +96,25 @@ class LlamaConfig:
     cache_ram_mib: int | None = None
 
     def settings(self, *, n_ctx: int, threads: int, n_gpu_layers: int = 0) -> _proc.EngineSettings:
-        return _proc.EngineSettings(n_ctx=n_ctx, n_parallel=self.n_parallel, n_threads=threads,
-                                    n_threads_batch=threads, kv_unified=self.kv_unified,
-                                    cache_prompt=self.cache_prompt, n_gpu_layers=n_gpu_layers)
+        return _proc.EngineSettings(
+            n_ctx=n_ctx,
+            n_parallel=self.n_parallel,
+            n_threads=threads,
+            n_threads_batch=threads,
+            kv_unified=self.kv_unified,
+            cache_prompt=self.cache_prompt,
+            n_gpu_layers=n_gpu_layers,
+        )
 
     def extra_args(self) -> list[str]:
         """The raw server's arguments for the options :class:`_proc.EngineSettings` does not carry."""
         args: list[str] = []
-        for flag, value in (("--n-batch", self.n_batch), ("--n-ubatch", self.n_ubatch),
-                            ("--cache-reuse", self.cache_reuse), ("--cache-ram", self.cache_ram_mib)):
+        for flag, value in (
+            ("--n-batch", self.n_batch),
+            ("--n-ubatch", self.n_ubatch),
+            ("--cache-reuse", self.cache_reuse),
+            ("--cache-ram", self.cache_ram_mib),
+        ):
             if value is not None:
                 args += [flag, str(value)]
         return args
@@ -116,12 +138,17 @@ def build_grid(grid: Grid = Grid()) -> list[LlamaConfig]:
     if grid.base_parallel not in grid.n_parallels or grid.base_parallel < 2:
         raise ValueError(f"base_parallel {grid.base_parallel} must be one of {grid.n_parallels} and above 1")
     configs = [LlamaConfig("np=1", False, 1)] if 1 in grid.n_parallels else []
-    configs += [LlamaConfig(f"{'unified' if unified else 'per-slot'} np={n}", unified, n)
-                for unified in (True, False) for n in grid.n_parallels if n > 1]
+    configs += [
+        LlamaConfig(f"{'unified' if unified else 'per-slot'} np={n}", unified, n)
+        for unified in (True, False)
+        for n in grid.n_parallels
+        if n > 1
+    ]
     base = LlamaConfig(f"per-slot np={grid.base_parallel}", False, grid.base_parallel)
     for n_batch, n_ubatch in grid.batches:
-        configs.append(replace(base, name=f"{base.name} batch={n_batch}/{n_ubatch}", n_batch=n_batch,
-                               n_ubatch=n_ubatch))
+        configs.append(
+            replace(base, name=f"{base.name} batch={n_batch}/{n_ubatch}", n_batch=n_batch, n_ubatch=n_ubatch)
+        )
     configs.append(replace(base, name=f"{base.name} no cache_prompt", cache_prompt=False))
     configs.append(replace(base, name=f"{base.name} no cache_ram", cache_ram_mib=0))
     configs.append(replace(base, name=f"{base.name} cache_reuse={grid.cache_reuse}", cache_reuse=grid.cache_reuse))
@@ -162,11 +189,12 @@ def user_questions(users: int, sessions: int, seed: int) -> list[list[tuple[str,
     """``users`` lists of ``sessions`` (first, second) question pairs, fresh for each ``seed`` (round)."""
     prompts = build_prompts(users * sessions * 2, seed)
     pairs = list(zip(prompts[::2], prompts[1::2], strict=True))
-    return [pairs[u * sessions:(u + 1) * sessions] for u in range(users)]
+    return [pairs[u * sessions : (u + 1) * sessions] for u in range(users)]
 
 
-async def run_users(api: str, questions: list[list[tuple[str, str]]], max_tokens: int,
-                    timeout: float = 300.0) -> tuple[list[tuple[int, RequestResult]], float]:
+async def run_users(
+    api: str, questions: list[list[tuple[str, str]]], max_tokens: int, timeout: float = 300.0
+) -> tuple[list[tuple[int, RequestResult]], float]:
     """Every user runs its sessions back to back, all users at once; returns (turn, result) pairs and the wall."""
     url = api.rstrip("/") + "/chat/completions"
     limits = httpx.Limits(max_connections=len(questions), max_keepalive_connections=len(questions))
@@ -176,9 +204,15 @@ async def run_users(api: str, questions: list[list[tuple[str, str]]], max_tokens
             done: list[tuple[int, RequestResult]] = []
             for first, second in sessions:
                 for turn in (1, 2):
-                    body = {"model": "bench", "messages": session_messages(first, second, turn),
-                            "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True,
-                            "stream_options": {"include_usage": True}}
+                    body = {
+                        "model": "bench",
+                        "messages": session_messages(first, second, turn),
+                        "max_tokens": max_tokens,
+                        "temperature": 0,
+                        "stream": True,
+                        "ignore_eos": True,
+                        "stream_options": {"include_usage": True},
+                    }
                     done.append((turn, await send_request(client, url, body, "chat")))
             return done
 
@@ -191,8 +225,10 @@ async def run_users(api: str, questions: list[list[tuple[str, str]]], max_tokens
 def run_metrics(results: Sequence[tuple[int, RequestResult]], wall: float) -> dict[str, Any]:
     """The figures kept per run: :func:`summarize`'s, plus TTFT p50 of first and of repeated turns apart."""
     summary = summarize([r for _, r in results], wall)
-    metrics: dict[str, Any] = {key: summary[key] for key in (
-        "completed", "errors", "ttft_ms_p50", "tpot_ms_p50", "output_throughput", "total_prompt_tokens")}
+    metrics: dict[str, Any] = {
+        key: summary[key]
+        for key in ("completed", "errors", "ttft_ms_p50", "tpot_ms_p50", "output_throughput", "total_prompt_tokens")
+    }
     for turn in (1, 2):
         ttfts = [r.ttft for t, r in results if t == turn and r.ok and r.ttft is not None]
         metrics[f"ttft_turn{turn}_ms_p50"] = percentile(ttfts, 50) * 1000 if ttfts else None
@@ -270,24 +306,36 @@ def render_markdown(report: dict[str, Any]) -> str:
         "answer (ignore_eos). Score: mean log-ratio of tok/s and 1/TTFT p50 at every concurrency against "
         f"`{report['baseline']}` (+0.10 is ~10% better).",
         "",
-        "| configuration | score | " + " | ".join(
-            f"c={c} tok/s | c={c} TTFT p50 | c={c} TTFT turn1/turn2 | c={c} TPOT p50" for c in levels) + " |",
+        "| configuration | score | "
+        + " | ".join(f"c={c} tok/s | c={c} TTFT p50 | c={c} TTFT turn1/turn2 | c={c} TPOT p50" for c in levels)
+        + " |",
         "|---|---:|" + "---:|---:|---:|---:|" * len(levels),
     ]
     for name, by_c in sorted(report["medians"].items(), key=lambda item: -report["scores"][item[0]]):
         cells = [name + (" **best**" if name == report["best"] else ""), f"{report['scores'][name]:+.3f}"]
         for c in levels:
             m = by_c[str(c)] if str(c) in by_c else by_c[c]
-            cells += [_fmt(m["output_throughput"]), _fmt(m["ttft_ms_p50"]),
-                      f"{_fmt(m['ttft_turn1_ms_p50'])} / {_fmt(m['ttft_turn2_ms_p50'])}", _fmt(m["tpot_ms_p50"])]
+            cells += [
+                _fmt(m["output_throughput"]),
+                _fmt(m["ttft_ms_p50"]),
+                f"{_fmt(m['ttft_turn1_ms_p50'])} / {_fmt(m['ttft_turn2_ms_p50'])}",
+                _fmt(m["tpot_ms_p50"]),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     prefill = report.get("prefill") or {}
     if prefill:
-        lines += ["", "Prompt tokens llama.cpp computed (not served from a cache), every request of the run (warm-up "
-                  "included, the same requests on every server): independent of the machine's load.", "",
-                  "| configuration | requests | prompt tokens computed | per request |", "|---|---:|---:|---:|"]
-        lines += [f"| {name} | {p['requests']} | {p['prefilled_tokens']} | {p['per_request']:.0f} |"
-                  for name, p in sorted(prefill.items(), key=lambda item: item[1]["prefilled_tokens"])]
+        lines += [
+            "",
+            "Prompt tokens llama.cpp computed (not served from a cache), every request of the run (warm-up "
+            "included, the same requests on every server): independent of the machine's load.",
+            "",
+            "| configuration | requests | prompt tokens computed | per request |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {name} | {p['requests']} | {p['prefilled_tokens']} | {p['per_request']:.0f} |"
+            for name, p in sorted(prefill.items(), key=lambda item: item[1]["prefilled_tokens"])
+        ]
     lines += ["", "Times in ms. Measured on a shared machine: treat differences under ~10% as noise.", ""]
     return "\n".join(lines)
 
@@ -324,8 +372,11 @@ class _ExtendedSettings(_proc.EngineSettings):
 
 def _prompt_tokens(api: str) -> int:
     """Tokens of the system prompt in the served model's chat template (one 1-token request)."""
-    body = {"model": "bench", "messages": [{"role": "system", "content": SYSTEM_PROMPT},
-                                           {"role": "user", "content": "hi"}], "max_tokens": 1}
+    body = {
+        "model": "bench",
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "hi"}],
+        "max_tokens": 1,
+    }
     with _proc.http_client() as client:
         usage = client.post(f"{api}/chat/completions", json=body).json().get("usage") or {}
     return int(usage.get("prompt_tokens") or 0)
@@ -355,14 +406,23 @@ def run_sweep(sweep: Sweep, on_round: Callable[[dict[str, Any]], None] | None = 
                     questions = user_questions(c, sessions, seed=round_index * 100 + c)
                     results, wall = asyncio.run(run_users(servers[name].api, questions, sweep.workload.max_tokens))
                     raw[name][c].append(run_metrics(results, wall))
-                print(f"round {round_index + 1}: {name}: "
-                      f"{[round(raw[name][c][-1]['output_throughput'] or 0, 1) for c in raw[name]]} tok/s",
-                      file=sys.stderr)
+                print(
+                    f"round {round_index + 1}: {name}: "
+                    f"{[round(raw[name][c][-1]['output_throughput'] or 0, 1) for c in raw[name]]} tok/s",
+                    file=sys.stderr,
+                )
             own_cpu = _proc.cpu_seconds([p for s in servers.values() for p in s.tree()] + [psutil.Process()])
             wall = time.perf_counter() - started
             foreign = _proc.foreign_share(_proc.busy_cpu_seconds() - busy_before, own_cpu, wall, psutil.cpu_count())
-            report = _report(sweep, raw, round_index + 1, prompt_tokens, foreign, wall,
-                             servers[names[0]].info.get("xllamacpp", "unknown"))
+            report = _report(
+                sweep,
+                raw,
+                round_index + 1,
+                prompt_tokens,
+                foreign,
+                wall,
+                servers[names[0]].info.get("xllamacpp", "unknown"),
+            )
             report["prefill"] = {name: _prefill_summary(server.log_path) for name, server in servers.items()}
             if on_round is not None:
                 on_round(report)
@@ -375,21 +435,40 @@ def _prefill_summary(log_path: Path) -> dict[str, float]:
         counts = prefilled_tokens(log_path.read_text(errors="replace"))
     except OSError:
         counts = []
-    return {"requests": len(counts), "prefilled_tokens": sum(counts),
-            "per_request": sum(counts) / len(counts) if counts else 0.0}
+    return {
+        "requests": len(counts),
+        "prefilled_tokens": sum(counts),
+        "per_request": sum(counts) / len(counts) if counts else 0.0,
+    }
 
 
-def _report(sweep: Sweep, raw: dict[str, dict[int, list[dict[str, Any]]]], rounds: int, prompt_tokens: int,
-            foreign: float, wall: float, xllamacpp_version: str) -> dict[str, Any]:
+def _report(
+    sweep: Sweep,
+    raw: dict[str, dict[int, list[dict[str, Any]]]],
+    rounds: int,
+    prompt_tokens: int,
+    foreign: float,
+    wall: float,
+    xllamacpp_version: str,
+) -> dict[str, Any]:
     medians = {n: {c: median_metrics(runs) for c, runs in by_c.items()} for n, by_c in raw.items()}
     best, by_name = pick_best(medians, sweep.baseline)
     return {
-        "model": str(sweep.model or _proc.bundled_gguf().name), "xllamacpp": xllamacpp_version,
+        "model": str(sweep.model or _proc.bundled_gguf().name),
+        "xllamacpp": xllamacpp_version,
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, threads={sweep.threads}, "
-                   f"n_gpu_layers={sweep.n_gpu_layers}, n_ctx={sweep.n_ctx}",
-        "rounds": rounds, "workload": asdict(sweep.workload), "system_prompt_tokens": prompt_tokens,
-        "baseline": sweep.baseline, "best": best, "scores": by_name, "foreign_share": foreign,
-        "wall_seconds": wall, "configs": [asdict(c) for c in sweep.configs], "medians": medians, "runs": raw,
+        f"n_gpu_layers={sweep.n_gpu_layers}, n_ctx={sweep.n_ctx}",
+        "rounds": rounds,
+        "workload": asdict(sweep.workload),
+        "system_prompt_tokens": prompt_tokens,
+        "baseline": sweep.baseline,
+        "best": best,
+        "scores": by_name,
+        "foreign_share": foreign,
+        "wall_seconds": wall,
+        "configs": [asdict(c) for c in sweep.configs],
+        "medians": medians,
+        "runs": raw,
     }
 
 
@@ -420,8 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     _proc.exit_on_sigterm()
     configs = build_grid()
-    sweep = Sweep(configs, Workload(max_tokens=args.max_tokens), rounds=args.rounds, n_ctx=args.n_ctx,
-                  threads=args.threads)
+    sweep = Sweep(
+        configs, Workload(max_tokens=args.max_tokens), rounds=args.rounds, n_ctx=args.n_ctx, threads=args.threads
+    )
     if args.only:
         keep = {name.strip() for name in args.only.split(",")} | {sweep.baseline}
         sweep.configs = [c for c in configs if c.name in keep]

@@ -14,16 +14,22 @@ from typing import Any
 
 from benchmark._md import n, pair, table
 
-__all__ = ["SIDE_NOTES", "batching_section", "engine_compare_section", "engines_sections", "launch_section",
-           "study_section"]
+__all__ = [
+    "SIDE_NOTES",
+    "batching_section",
+    "engine_compare_section",
+    "engines_sections",
+    "launch_section",
+    "study_section",
+]
 
 #: What "raw" and "ours" are, per engine.
 SIDE_NOTES: dict[str, str] = {
     "vLLM": "Raw = vLLM's own OpenAI server, started with the command line and engine variables of the platform's "
-            "vLLM process; ours = `xinference-local` → model actor → the same kind of vLLM server (proxied).",
+    "vLLM process; ours = `xinference-local` → model actor → the same kind of vLLM server (proxied).",
     "MLX": "Raw = `mlx_lm.server` from the MLX env, with the platform's batch sizes, OpenBLAS and rope fix (EOS "
-           "banned by `logit_bias` instead of `ignore_eos`); ours = `xinference-local` → model process running "
-           "mlx-lm in-process.",
+    "banned by `logit_bias` instead of `ignore_eos`); ours = `xinference-local` → model process running "
+    "mlx-lm in-process.",
 }
 _RATE_KEY = re.compile(r"^c(\d+)_(tok|req)_s$")
 
@@ -46,18 +52,39 @@ def engine_compare_section(name: str, result: dict[str, Any]) -> list[str]:
     for level in result["levels"]:
         raw, ours, cmp = level["raw"], level["ours"], level["compare"]
         cpu = level.get("platform_cpu_ms_per_token") or {}
-        rows.append([
-            str(level["concurrency"]), pair(raw["output_throughput"], ours["output_throughput"]),
-            n(cmp["output_throughput_ratio"], 3), pair(raw["ttft_ms_p50"], ours["ttft_ms_p50"]),
-            n(cmp["ttft_p50_added_ms"], 1, sign=True), pair(raw["tpot_ms_p50"], ours["tpot_ms_p50"], 2),
-            n(cmp["tpot_p50_ratio"], 3), pair(raw.get("itl_ms_p50"), ours.get("itl_ms_p50")),
-            pair(raw.get("itl_ms_p99"), ours.get("itl_ms_p99")), pair(raw.get("gap_ms_p50"), ours.get("gap_ms_p50")),
-            n(cpu.get("total"), 3),
-            f"{level['max_foreign_share']:.0%}",
-        ])
-    lines += table(["c", "tok/s raw / ours", "ratio", "TTFT p50 ms raw / ours", "TTFT added ms",
-                    "TPOT p50 ms raw / ours", "TPOT ratio", "ITL p50 ms raw / ours", "ITL p99 ms raw / ours",
-                    "delivery gap p50 ms raw / ours", "platform CPU ms/token", "others' load (max)"], rows)
+        rows.append(
+            [
+                str(level["concurrency"]),
+                pair(raw["output_throughput"], ours["output_throughput"]),
+                n(cmp["output_throughput_ratio"], 3),
+                pair(raw["ttft_ms_p50"], ours["ttft_ms_p50"]),
+                n(cmp["ttft_p50_added_ms"], 1, sign=True),
+                pair(raw["tpot_ms_p50"], ours["tpot_ms_p50"], 2),
+                n(cmp["tpot_p50_ratio"], 3),
+                pair(raw.get("itl_ms_p50"), ours.get("itl_ms_p50")),
+                pair(raw.get("itl_ms_p99"), ours.get("itl_ms_p99")),
+                pair(raw.get("gap_ms_p50"), ours.get("gap_ms_p50")),
+                n(cpu.get("total"), 3),
+                f"{level['max_foreign_share']:.0%}",
+            ]
+        )
+    lines += table(
+        [
+            "c",
+            "tok/s raw / ours",
+            "ratio",
+            "TTFT p50 ms raw / ours",
+            "TTFT added ms",
+            "TPOT p50 ms raw / ours",
+            "TPOT ratio",
+            "ITL p50 ms raw / ours",
+            "ITL p99 ms raw / ours",
+            "delivery gap p50 ms raw / ours",
+            "platform CPU ms/token",
+            "others' load (max)",
+        ],
+        rows,
+    )
     lines.append("")
     if result.get("problems"):
         lines += ["Problems: " + "; ".join(result["problems"]), ""]
@@ -73,10 +100,16 @@ def launch_section(launches: dict[str, Any]) -> list[str]:
         install = row.get("install") or {}
         spent = f"{n(install.get('seconds'), 1)} s" if install.get("seconds") is not None else ""
         status = row.get("skipped") or row.get("error") or ""
-        rows.append([
-            engine, f"{install.get('status', '')} {spent}".strip(), f"{n(row.get('launch_seconds'))} s",
-            f"{n(row.get('first_token_seconds'))} s", f"{n(row.get('model_rss_mb'), 0)} MiB", status[:120],
-        ])
+        rows.append(
+            [
+                engine,
+                f"{install.get('status', '')} {spent}".strip(),
+                f"{n(row.get('launch_seconds'))} s",
+                f"{n(row.get('first_token_seconds'))} s",
+                f"{n(row.get('model_rss_mb'), 0)} MiB",
+                status[:120],
+            ]
+        )
     return [
         "## Engines: install, launch, first token",
         "",
@@ -106,13 +139,25 @@ def batching_section(batching: dict[str, Any]) -> list[str]:
     levels = sorted({c for figures in workloads.values() for rates in _rates(figures).values() for c in rates})
     rows = []
     for name, figures in workloads.items():
-        ratios = ", ".join(f"{key.removeprefix('ratio').strip('_') or 'gain'} {n(value)} x"
-                           for key, value in figures.items() if key.startswith("ratio") and value is not None)
+        ratios = ", ".join(
+            f"{key.removeprefix('ratio').strip('_') or 'gain'} {n(value)} x"
+            for key, value in figures.items()
+            if key.startswith("ratio") and value is not None
+        )
         for index, (unit, rates) in enumerate(sorted(_rates(figures).items(), key=lambda item: item[0] != "req/s")):
-            rows.append([f"{name} ({unit})", *(n(rates[c], 1) if c in rates else "" for c in levels),
-                         ratios if index == 0 else ""])
-    return ["## Batching (through the platform, over HTTP)", "",
-            *table(["workload", *(f"c={c}" for c in levels), "gain"], rows), ""]
+            rows.append(
+                [
+                    f"{name} ({unit})",
+                    *(n(rates[c], 1) if c in rates else "" for c in levels),
+                    ratios if index == 0 else "",
+                ]
+            )
+    return [
+        "## Batching (through the platform, over HTTP)",
+        "",
+        *table(["workload", *(f"c={c}" for c in levels), "gain"], rows),
+        "",
+    ]
 
 
 def study_section(title: str, study: dict[str, Any], source: str) -> list[str]:

@@ -139,17 +139,31 @@ def load_studies(folder: Path) -> dict[str, Any]:
 
 
 def _control_plane(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    config = ControlPlaneConfig(ready_runs=args.ready_runs, launch_runs=args.launch_runs, list_calls=args.list_calls,
-                                tiny_calls=args.tiny_calls, n_parallel=args.n_parallel, n_ctx=args.n_ctx,
-                                patience=args.patience / 3)
+    config = ControlPlaneConfig(
+        ready_runs=args.ready_runs,
+        launch_runs=args.launch_runs,
+        list_calls=args.list_calls,
+        tiny_calls=args.tiny_calls,
+        n_parallel=args.n_parallel,
+        n_ctx=args.n_ctx,
+        patience=args.patience / 3,
+    )
     return run_control_plane(config, log=log)
 
 
 def _llama_compare(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
     profile = args.profile == "on" or (args.profile == "auto" and _proc.py_spy() is not None)
-    config = CompareConfig(rounds=args.rounds, concurrency=tuple(args.concurrency), num_prompts=args.num_prompts,
-                           max_tokens=args.max_tokens, n_parallel=args.n_parallel, n_ctx=args.n_ctx, profile=profile,
-                           noise_limit=args.noise_limit, patience=args.patience * 2 / 3)
+    config = CompareConfig(
+        rounds=args.rounds,
+        concurrency=tuple(args.concurrency),
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+        n_parallel=args.n_parallel,
+        n_ctx=args.n_ctx,
+        profile=profile,
+        noise_limit=args.noise_limit,
+        patience=args.patience * 2 / 3,
+    )
     return run_compare(config, log=log)
 
 
@@ -161,9 +175,14 @@ def _engine_compare(name: str, args: argparse.Namespace, log: Callable[[str], No
     else:
         from benchmark.compare_mlx import DEFAULTS
         from benchmark.compare_mlx import run_mlx_compare as runner
-    config = replace(DEFAULTS, rounds=args.engine_rounds, concurrency=tuple(args.engine_concurrency),
-                     num_prompts=args.engine_prompts, max_tokens=args.engine_max_tokens,
-                     noise_limit=args.noise_limit)
+    config = replace(
+        DEFAULTS,
+        rounds=args.engine_rounds,
+        concurrency=tuple(args.engine_concurrency),
+        num_prompts=args.engine_prompts,
+        max_tokens=args.engine_max_tokens,
+        noise_limit=args.noise_limit,
+    )
     try:
         return runner(config, log=log)
     except (RuntimeError, OSError) as exc:
@@ -223,14 +242,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=compare.max_tokens)
     parser.add_argument("--n-parallel", type=int, default=compare.n_parallel)
     parser.add_argument("--n-ctx", type=int, default=compare.n_ctx)
-    parser.add_argument("--engines", type=_engine_list, default=list(ENGINE_COMPARISONS),
-                        help="engines compared with their own servers besides llama.cpp (default: vLLM,MLX)")
+    parser.add_argument(
+        "--engines",
+        type=_engine_list,
+        default=list(ENGINE_COMPARISONS),
+        help="engines compared with their own servers besides llama.cpp (default: vLLM,MLX)",
+    )
     parser.add_argument("--engine-rounds", type=int, default=ENGINE_DEFAULTS.rounds)
     parser.add_argument("--engine-concurrency", type=parse_concurrency, default=list(ENGINE_DEFAULTS.concurrency))
     parser.add_argument("--engine-prompts", type=int, default=ENGINE_DEFAULTS.num_prompts)
     parser.add_argument("--engine-max-tokens", type=int, default=ENGINE_DEFAULTS.max_tokens)
-    parser.add_argument("--install", action="store_true",
-                        help="time a fresh install of each engine env (into a temporary folder; minutes)")
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="time a fresh install of each engine env (into a temporary folder; minutes)",
+    )
     parser.add_argument("--ready-runs", type=int, default=control.ready_runs)
     parser.add_argument("--launch-runs", type=int, default=control.launch_runs)
     parser.add_argument("--list-calls", type=int, default=control.list_calls)

@@ -43,8 +43,16 @@ if __package__ in (None, ""):  # run as ``python benchmark/scale_sim.py``
 
 import xoscar as xo
 
-__all__ = ["Scale", "StandInWorker", "bucket_medians", "first_degradation", "main", "profile_lines",
-           "render_markdown", "run_scale"]
+__all__ = [
+    "Scale",
+    "StandInWorker",
+    "bucket_medians",
+    "first_degradation",
+    "main",
+    "profile_lines",
+    "render_markdown",
+    "run_scale",
+]
 
 #: a launch of the bundled model: every stand-in "has" llama.cpp, so the real engine choice accepts it
 LAUNCH = {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "replica": 1}
@@ -79,8 +87,11 @@ class StandInWorker(xo.StatelessActor):  # type: ignore[misc]
         """``plan``: the supervisor's LaunchPlan."""
         port = 40_000 + len(self._replicas)
         self._replicas[plan.replica_uid] = plan
-        return {"address": f"127.{self._index // 250}.{self._index % 250 + 1}.1:{port}", "pid": port,
-                "engine_config": {"n_ctx": 8192, "n_parallel": 4, "kv_unified": True}}
+        return {
+            "address": f"127.{self._index // 250}.{self._index % 250 + 1}.1:{port}",
+            "pid": port,
+            "engine_config": {"n_ctx": 8192, "n_parallel": 4, "kv_unified": True},
+        }
 
     async def terminate_replica(self, replica_uid: str, why: str = "") -> None:
         self._replicas.pop(replica_uid, None)
@@ -125,9 +136,10 @@ def bucket_medians(seconds: Sequence[float], size: int) -> list[dict[str, float]
         raise ValueError(f"bucket size must be >= 1, got {size}")
     buckets = []
     for start in range(0, len(seconds), size):
-        part = seconds[start:start + size]
-        buckets.append({"upto": start + len(part), "median_ms": statistics.median(part) * 1000,
-                        "max_ms": max(part) * 1000})
+        part = seconds[start : start + size]
+        buckets.append(
+            {"upto": start + len(part), "median_ms": statistics.median(part) * 1000, "max_ms": max(part) * 1000}
+        )
     return buckets
 
 
@@ -143,8 +155,9 @@ def first_degradation(buckets: Sequence[dict[str, float]], factor: float = DEGRA
     return None
 
 
-def profile_lines(profile: cProfile.Profile, top: int = 8, skip: Sequence[str] = ("{method 'poll'", "select")) \
-        -> list[str]:
+def profile_lines(
+    profile: cProfile.Profile, top: int = 8, skip: Sequence[str] = ("{method 'poll'", "select")
+) -> list[str]:
     """The ``top`` functions by own (internal) time: ``"own_s cum_s calls file:line(name)"``, event-loop waits
     (``skip``) left out."""
     profile.create_stats()
@@ -252,9 +265,14 @@ async def _routes(supervisor: Any, uids: list[str]) -> dict[str, Any]:
     for uid in uids:
         await table.get(uid)
     lookup = (time.perf_counter() - started) / max(1, len(uids))
-    return {"refresh_ms": statistics.median(refresh) * 1000, "list_models_ms": statistics.median(listing) * 1000,
-            "list_models_bytes": len(body), "cached_lookup_us": lookup * 1e6, "routes": len(table.all()),
-            "profile": profile_lines(profile)}
+    return {
+        "refresh_ms": statistics.median(refresh) * 1000,
+        "list_models_ms": statistics.median(listing) * 1000,
+        "list_models_bytes": len(body),
+        "cached_lookup_us": lookup * 1e6,
+        "routes": len(table.all()),
+        "profile": profile_lines(profile),
+    }
 
 
 async def _heartbeats(workers: list[Any], seconds: float) -> dict[str, Any]:
@@ -270,10 +288,16 @@ async def _heartbeats(workers: list[Any], seconds: float) -> dict[str, Any]:
     profile.disable()
     beats = sum([await worker.stop_heartbeat() for worker in workers]) - before
     quiet = await _cpu_per_second(min(seconds, settings.worker_timeout() / 3))
-    return {"interval_s": interval, "workers": len(workers), "beats": beats,
-            "cpu_per_s_idle": quiet, "cpu_per_s_beating": beating, "cpu_per_s_added": max(0.0, beating - quiet),
-            "cpu_ms_per_beat": max(0.0, beating - quiet) * seconds / max(1, beats) * 1000,
-            "profile": profile_lines(profile)}
+    return {
+        "interval_s": interval,
+        "workers": len(workers),
+        "beats": beats,
+        "cpu_per_s_idle": quiet,
+        "cpu_per_s_beating": beating,
+        "cpu_per_s_added": max(0.0, beating - quiet),
+        "cpu_ms_per_beat": max(0.0, beating - quiet) * seconds / max(1, beats) * 1000,
+        "profile": profile_lines(profile),
+    }
 
 
 async def _cpu_per_second(seconds: float) -> float:
@@ -291,15 +315,17 @@ async def run_scale(scale: Scale) -> dict[str, Any]:
     main_pool = await xo.create_actor_pool("127.0.0.1", n_process=0)
     pools = []
     try:
-        supervisor = await xo.create_actor(SupervisorActor, address=main_pool.external_address,
-                                           uid=SupervisorActor.default_uid())
+        supervisor = await xo.create_actor(
+            SupervisorActor, address=main_pool.external_address, uid=SupervisorActor.default_uid()
+        )
         started = time.perf_counter()
         workers = []
         for i in range(scale.workers):
             pool = await xo.create_actor_pool("127.0.0.1", n_process=0)
             pools.append(pool)
-            worker = await xo.create_actor(StandInWorker, hardware, i, address=pool.external_address,
-                                           uid=StandInWorker.default_uid())
+            worker = await xo.create_actor(
+                StandInWorker, hardware, i, address=pool.external_address, uid=StandInWorker.default_uid()
+            )
             await supervisor.add_worker(pool.external_address, hardware)
             await worker.start_heartbeat(main_pool.external_address, settings.heartbeat_interval())
             workers.append(worker)
@@ -311,36 +337,63 @@ async def run_scale(scale: Scale) -> dict[str, Any]:
     finally:
         for pool in [*pools, main_pool]:
             await pool.stop()
-    return {"scale": asdict(scale), "join_seconds": join_seconds, "launched": len(times),
-            "launch": {"buckets": buckets, "degraded_at": first_degradation(buckets), "profile": launch_profile,
-                       "total_seconds": sum(times)},
-            "routes": routes, "heartbeat": beats}
+    return {
+        "scale": asdict(scale),
+        "join_seconds": join_seconds,
+        "launched": len(times),
+        "launch": {
+            "buckets": buckets,
+            "degraded_at": first_degradation(buckets),
+            "profile": launch_profile,
+            "total_seconds": sum(times),
+        },
+        "routes": routes,
+        "heartbeat": beats,
+    }
 
 
 def render_markdown(reports: Sequence[dict[str, Any]], notes: str = "") -> str:
     """The result page: per cluster size, launch times by bucket, route and listing costs, heartbeat CPU, and the
     profile lines; ``notes`` (findings, next fixes) follow."""
-    lines = ["# Control plane at scale (simulated)", "",
-             "Real SupervisorActor and API route cache, stand-in workers (no engines), all in one process; each "
-             "stand-in in its own xoscar pool, so calls cross a socket. Measured on a shared 2-core machine: "
-             "absolute times are noisy, the growth with cluster size is the finding.", ""]
+    lines = [
+        "# Control plane at scale (simulated)",
+        "",
+        "Real SupervisorActor and API route cache, stand-in workers (no engines), all in one process; each "
+        "stand-in in its own xoscar pool, so calls cross a socket. Measured on a shared 2-core machine: "
+        "absolute times are noisy, the growth with cluster size is the finding.",
+        "",
+    ]
     for report in reports:
         s, launch, routes, beat = report["scale"], report["launch"], report["routes"], report["heartbeat"]
-        lines += [f"## {s['workers']} workers, {report['launched']} of {s['replicas']} replicas launched", "",
-                  f"Join of all workers: {report['join_seconds']:.1f} s. Launch times (ms) as the cluster fills:", "",
-                  "| models running | median | max |", "|---:|---:|---:|"]
+        lines += [
+            f"## {s['workers']} workers, {report['launched']} of {s['replicas']} replicas launched",
+            "",
+            f"Join of all workers: {report['join_seconds']:.1f} s. Launch times (ms) as the cluster fills:",
+            "",
+            "| models running | median | max |",
+            "|---:|---:|---:|",
+        ]
         lines += [f"| {b['upto']} | {b['median_ms']:.1f} | {b['max_ms']:.1f} |" for b in launch["buckets"]]
         degraded = launch["degraded_at"]
-        lines += ["", f"Degraded (median ≥ {DEGRADED_FACTOR:g}× the first bucket's) from: "
-                      f"{degraded if degraded is not None else 'never'} models.", "",
-                  f"Route refresh of {routes['routes']} routes: {routes['refresh_ms']:.1f} ms; `GET /v1/models` "
-                  f"(list + entries + JSON, {routes['list_models_bytes'] / 1e6:.2f} MB): "
-                  f"{routes['list_models_ms']:.1f} ms; cached route lookup: {routes['cached_lookup_us']:.1f} µs.", "",
-                  f"Heartbeats ({beat['workers']} workers every {beat['interval_s']:g} s, {beat['beats']} beats): "
-                  f"process CPU {beat['cpu_per_s_beating'] * 100:.1f}% of a core vs {beat['cpu_per_s_idle'] * 100:.1f}"
-                  f"% without; {beat['cpu_ms_per_beat']:.2f} ms CPU per beat (both sides).", ""]
-        for title, profile in (("last launch bucket", launch["profile"]), ("route refresh + listing",
-                               routes["profile"]), ("heartbeats", beat["profile"])):
+        lines += [
+            "",
+            f"Degraded (median ≥ {DEGRADED_FACTOR:g}× the first bucket's) from: "
+            f"{degraded if degraded is not None else 'never'} models.",
+            "",
+            f"Route refresh of {routes['routes']} routes: {routes['refresh_ms']:.1f} ms; `GET /v1/models` "
+            f"(list + entries + JSON, {routes['list_models_bytes'] / 1e6:.2f} MB): "
+            f"{routes['list_models_ms']:.1f} ms; cached route lookup: {routes['cached_lookup_us']:.1f} µs.",
+            "",
+            f"Heartbeats ({beat['workers']} workers every {beat['interval_s']:g} s, {beat['beats']} beats): "
+            f"process CPU {beat['cpu_per_s_beating'] * 100:.1f}% of a core vs {beat['cpu_per_s_idle'] * 100:.1f}"
+            f"% without; {beat['cpu_ms_per_beat']:.2f} ms CPU per beat (both sides).",
+            "",
+        ]
+        for title, profile in (
+            ("last launch bucket", launch["profile"]),
+            ("route refresh + listing", routes["profile"]),
+            ("heartbeats", beat["profile"]),
+        ):
             lines += [f"Profile, {title} (own time):", "", "```", *profile, "```", ""]
     if notes:
         lines += [notes.rstrip(), ""]
@@ -366,8 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parse_args(argv)
     logging.getLogger("xinference").setLevel(logging.WARNING)
-    sizes = [Scale(args.workers, args.replicas, max(1, args.replicas // 10), args.heartbeat_seconds,
-                   args.launch_budget)]
+    sizes = [
+        Scale(args.workers, args.replicas, max(1, args.replicas // 10), args.heartbeat_seconds, args.launch_budget)
+    ]
     if args.push:
         sizes.append(Scale(300, 5000, 500, args.heartbeat_seconds, args.launch_budget))
     reports: list[dict[str, Any]] = []

@@ -40,8 +40,16 @@ import psutil
 
 from benchmark._proc import Platform, http_client, launch_model, start_platform, terminate_model
 
-__all__ = ["ProcessSeries", "leak_suspects", "least_squares_slope", "main", "render_markdown", "start_time",
-           "summarize_series", "verdict"]
+__all__ = [
+    "ProcessSeries",
+    "leak_suspects",
+    "least_squares_slope",
+    "main",
+    "render_markdown",
+    "start_time",
+    "summarize_series",
+    "verdict",
+]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CHAT_MODEL, CHAT_UID = "smollm2-instruct", "soak-chat"
@@ -49,8 +57,28 @@ EMBED_MODEL, EMBED_UID = "all-MiniLM-L6-v2", "soak-embed"
 SERVER_LABEL = "server (API + supervisor + worker)"
 #: A process whose RSS grows faster than this after warm-up, over a run of at least 5 minutes, is flagged.
 LEAK_MIB_PER_MIN = 1.0
-_WORDS = ("river", "copper", "lantern", "orbit", "meadow", "cipher", "harbor", "quartz", "violet", "summit",
-          "ember", "glacier", "pixel", "thistle", "canyon", "mosaic", "falcon", "tundra", "velvet", "beacon")
+_WORDS = (
+    "river",
+    "copper",
+    "lantern",
+    "orbit",
+    "meadow",
+    "cipher",
+    "harbor",
+    "quartz",
+    "violet",
+    "summit",
+    "ember",
+    "glacier",
+    "pixel",
+    "thistle",
+    "canyon",
+    "mosaic",
+    "falcon",
+    "tundra",
+    "velvet",
+    "beacon",
+)
 
 
 # -- pure parts (unit-tested in tests/benchmark/test_soak.py) --------------------------------------------------
@@ -116,10 +144,14 @@ def leak_suspects(processes: Iterable[dict[str, Any]], minutes: float) -> list[s
     requests) rises and then stays, so its second-half slope is ~0."""
     if minutes < 5:
         return []
-    return [p["label"] for p in processes
-            if not p["exited"] and p["minutes_sampled"] >= minutes * 0.8
-            and p["slope_after_warmup_mib_per_min"] > LEAK_MIB_PER_MIN
-            and p.get("slope_second_half_mib_per_min", p["slope_after_warmup_mib_per_min"]) > LEAK_MIB_PER_MIN]
+    return [
+        p["label"]
+        for p in processes
+        if not p["exited"]
+        and p["minutes_sampled"] >= minutes * 0.8
+        and p["slope_after_warmup_mib_per_min"] > LEAK_MIB_PER_MIN
+        and p.get("slope_second_half_mib_per_min", p["slope_after_warmup_mib_per_min"]) > LEAK_MIB_PER_MIN
+    ]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -131,8 +163,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"`python -m benchmark.soak --minutes {report['minutes']:g} --concurrency {report['concurrency']}` on "
         f"{report['machine']}; {report['started']}.",
         "",
-        f"**Result: {'FAIL' if failed else 'PASS'}**" + (": " + "; ".join(failed) if failed else
-                                                          " (no error, no leftover process)."),
+        f"**Result: {'FAIL' if failed else 'PASS'}**"
+        + (": " + "; ".join(failed) if failed else " (no error, no leftover process)."),
         "",
         "## Requests",
         "",
@@ -144,8 +176,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         errors_by_op[kind.split(":", 1)[0]] += count
     for op, done in sorted(report.get("done", {}).items()):
         lines.append(f"| {op} | {done} | {errors_by_op.get(op, 0)} |")
-    lines += ["", f"Churn: {report.get('churn_cycles', 0)} launch/terminate cycles of `{report['churn_model']}`.",
-              ""]
+    lines += ["", f"Churn: {report.get('churn_cycles', 0)} launch/terminate cycles of `{report['churn_model']}`.", ""]
     if report.get("errors"):
         lines += ["Errors by kind:", ""] + [f"- `{k}`: {v}" for k, v in sorted(report["errors"].items())] + [""]
         lines += ["First error messages:", ""] + [f"- {m}" for m in report.get("error_samples", [])] + [""]
@@ -167,9 +198,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{p.get('slope_second_half_mib_per_min', '-')} | {p['fds_first']} → {p['fds_last']} |"
         )
     suspects = report.get("leak_suspects", [])
-    lines += ["", "Leak suspects (RSS still rising after warm-up and over the second half by more than "
-              f"{LEAK_MIB_PER_MIN:g} MiB/min): " + (", ".join(suspects) if suspects else "none") + ".",
-              "", f"Leftover processes after shutdown: {len(report.get('leftovers', []))}.", ""]
+    lines += [
+        "",
+        "Leak suspects (RSS still rising after warm-up and over the second half by more than "
+        f"{LEAK_MIB_PER_MIN:g} MiB/min): " + (", ".join(suspects) if suspects else "none") + ".",
+        "",
+        f"Leftover processes after shutdown: {len(report.get('leftovers', []))}.",
+        "",
+    ]
     if report.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in report["notes"]] + [""]
     return "\n".join(lines)
@@ -338,13 +374,21 @@ async def _churn(run: _Run, client: httpx.AsyncClient, deadline: float) -> None:
         await asyncio.sleep(run.args.churn_seconds)
         uid = f"soak-churn-{run.churn_cycles}"
         try:
-            await asyncio.to_thread(launch_model, run.platform.api, uid, {"n_ctx": 1024, **_threads(run.args)},
-                                    model_name=run.args.churn_model)
+            await asyncio.to_thread(
+                launch_model,
+                run.platform.api,
+                uid,
+                {"n_ctx": 1024, **_threads(run.args)},
+                model_name=run.args.churn_model,
+            )
             pids = await _refresh_model_pids(run, client, (uid,))
             await asyncio.to_thread(_sample_once, run)
             for i in range(2):  # completions: a base model (gemma-3-270m) has no chat template
-                body = {"model": uid, "prompt": f"Churn {uid}, turn {i}: once upon a time",
-                        "max_tokens": run.args.max_tokens}
+                body = {
+                    "model": uid,
+                    "prompt": f"Churn {uid}, turn {i}: once upon a time",
+                    "max_tokens": run.args.max_tokens,
+                }
                 response = await client.post(f"{run.platform.api}/completions", json=body)
                 if response.status_code != 200:
                     run.error("churn", f"completion_http_{response.status_code}", response.text)
@@ -398,12 +442,16 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole soak and return the report (see :func:`render_markdown`)."""
     notes = [f"the machine has {psutil.cpu_count()} CPU cores shared with other work: timings and RSS are noisy"]
     if args.cache_ram_mib is not None:
-        notes.append(f"llama.cpp's host-memory prompt cache was capped at {args.cache_ram_mib} MiB (--cache-ram-mib): "
-                     "a bounded cache that fills with fresh prompts (the platform's default is 1024 MiB, ~1 MiB a "
-                     "prompt here), sized so that it is full within the warm-up and growth after it means a leak")
+        notes.append(
+            f"llama.cpp's host-memory prompt cache was capped at {args.cache_ram_mib} MiB (--cache-ram-mib): "
+            "a bounded cache that fills with fresh prompts (the platform's default is 1024 MiB, ~1 MiB a "
+            "prompt here), sized so that it is full within the warm-up and growth after it means a leak"
+        )
     if args.n_threads:
-        notes.append(f"llama.cpp models ran with n_threads={args.n_threads} (--n-threads; 0 keeps the platform's "
-                     "default, all usable cores, which spins badly when the cores are oversubscribed)")
+        notes.append(
+            f"llama.cpp models ran with n_threads={args.n_threads} (--n-threads; 0 keeps the platform's "
+            "default, all usable cores, which spins badly when the cores are oversubscribed)"
+        )
     with tempfile.TemporaryDirectory(prefix="xinf-soak-") as home:
         platform = start_platform(Path(home), ready_timeout=120)
         run = _Run(platform, args)
@@ -412,8 +460,10 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             admission = {"max_queued": args.concurrency * 2, "queue_timeout": args.minutes * 60 + 600}
             launch_model(platform.api, CHAT_UID, {**admission, **_threads(args)}, model_name=CHAT_MODEL)
             with http_client(300) as client:
-                response = client.post(f"{platform.api}/models", json={
-                    "model_name": EMBED_MODEL, "model_type": "embedding", "model_uid": EMBED_UID, **admission})
+                response = client.post(
+                    f"{platform.api}/models",
+                    json={"model_name": EMBED_MODEL, "model_type": "embedding", "model_uid": EMBED_UID, **admission},
+                )
             if response.status_code != 200:
                 raise RuntimeError(f"launching {EMBED_MODEL} failed: {response.status_code} {response.text[:300]}")
             run.started = time.monotonic()
@@ -424,8 +474,10 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         log_tail = platform.log_tail(40) if run.errors else ""
     processes = [summarize_series(s) for s in run.series.values()]
     if len(run.boot_times) > 1:
-        notes.append(f"the kernel's boot time (btime, psutil.boot_time()) moved during the run: "
-                     f"{sorted(run.boot_times)}; every wall-clock process create_time moved with it")
+        notes.append(
+            f"the kernel's boot time (btime, psutil.boot_time()) moved during the run: "
+            f"{sorted(run.boot_times)}; every wall-clock process create_time moved with it"
+        )
     report: dict[str, Any] = {
         "minutes": args.minutes,
         "concurrency": args.concurrency,
@@ -454,36 +506,75 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample-seconds", type=float, default=5.0)
     parser.add_argument("--churn-seconds", type=float, default=30.0)
     parser.add_argument("--churn-model", default="gemma-3-270m")
-    parser.add_argument("--cache-ram-mib", type=int, default=64,
-                        help="llama.cpp's prompt cache per chat model (MiB); small, so it is full within the warm-up")
-    parser.add_argument("--n-threads", type=int, default=1,
-                        help="llama.cpp threads per model; 0 = the platform's default (all usable cores)")
+    parser.add_argument(
+        "--cache-ram-mib",
+        type=int,
+        default=64,
+        help="llama.cpp's prompt cache per chat model (MiB); small, so it is full within the warm-up",
+    )
+    parser.add_argument(
+        "--n-threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads per model; 0 = the platform's default (all usable cores)",
+    )
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     chaos = parser.add_argument_group(
-        "chaos mode", "--chaos runs a cluster (supervisor + --workers workers, one chat replica on each) instead of "
+        "chaos mode",
+        "--chaos runs a cluster (supervisor + --workers workers, one chat replica on each) instead of "
         "xinference-local, and SIGKILLs a model or worker process every --kill-seconds (no embeddings, no churn); "
-        "writes results/chaos.md and chaos.json (see benchmark/chaos_run.py)")
+        "writes results/chaos.md and chaos.json (see benchmark/chaos_run.py)",
+    )
     chaos.add_argument("--chaos", action="store_true")
     chaos.add_argument("--kill-seconds", type=float, default=60.0, help="seconds between two kills")
-    chaos.add_argument("--seed", type=int, default=1,
-                       help="seed of the kill schedule and of the clients' prompts and stream/plain choices")
+    chaos.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the kill schedule and of the clients' prompts and stream/plain choices",
+    )
     chaos.add_argument("--workers", type=int, default=2, help="workers, and replicas of the chat model")
-    chaos.add_argument("--worker-share", type=float, default=0.5,
-                       help="probability that a kill takes a worker process rather than a model process")
+    chaos.add_argument(
+        "--worker-share",
+        type=float,
+        default=0.5,
+        help="probability that a kill takes a worker process rather than a model process",
+    )
     chaos.add_argument("--stream-share", type=float, default=0.5, help="share of requests that are streamed")
-    chaos.add_argument("--stream-timeout", type=float, default=60.0,
-                       help="a stream not ended by then is counted as a hang")
+    chaos.add_argument(
+        "--stream-timeout", type=float, default=60.0, help="a stream not ended by then is counted as a hang"
+    )
     chaos.add_argument("--request-timeout", type=float, default=120.0, help="client timeout of a plain request")
-    chaos.add_argument("--restart-delay", type=float, default=1.0,
-                       help="seconds before a killed worker is started again (systemd's RestartSec)")
-    chaos.add_argument("--orphan-grace", type=float, default=10.0,
-                       help="seconds a dead worker's model processes, and the cluster after SIGTERM, get to exit")
-    chaos.add_argument("--recovery-wait", type=float, default=120.0,
-                       help="after the load, seconds to wait for the last kill to heal before shutting down")
-    chaos.add_argument("--settle-seconds", type=float, default=20.0,
-                       help="then watch this long, past a worker's heartbeat timeout, for a relapse")
-    chaos.add_argument("--keep-logs", type=Path, default=None,
-                       help="copy every node's logs here after the run (the cluster's home is temporary)")
+    chaos.add_argument(
+        "--restart-delay",
+        type=float,
+        default=1.0,
+        help="seconds before a killed worker is started again (systemd's RestartSec)",
+    )
+    chaos.add_argument(
+        "--orphan-grace",
+        type=float,
+        default=10.0,
+        help="seconds a dead worker's model processes, and the cluster after SIGTERM, get to exit",
+    )
+    chaos.add_argument(
+        "--recovery-wait",
+        type=float,
+        default=120.0,
+        help="after the load, seconds to wait for the last kill to heal before shutting down",
+    )
+    chaos.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=20.0,
+        help="then watch this long, past a worker's heartbeat timeout, for a relapse",
+    )
+    chaos.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        help="copy every node's logs here after the run (the cluster's home is temporary)",
+    )
     args = parser.parse_args(argv)
     if args.chaos:
         return _chaos_main(args)

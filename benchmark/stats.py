@@ -113,9 +113,7 @@ def summarize(results: Sequence[RequestResult], wall_seconds: float) -> dict[str
         "request_throughput": _per_second(len(ok), wall_seconds),
         "output_throughput": _per_second(output_tokens, wall_seconds),
     }
-    summary.update(
-        _distribution_ms("ttft_ms", [r.ttft for r in ok if r.ttft is not None])
-    )
+    summary.update(_distribution_ms("ttft_ms", [r.ttft for r in ok if r.ttft is not None]))
     tpots = [t for t in map(tpot, ok) if t is not None]
     summary.update(_distribution_ms("tpot_ms", tpots))
     summary.update(_distribution_ms("itl_ms", [gap for r in ok for gap in r.itl]))
@@ -143,10 +141,7 @@ def format_table(summary: dict[str, Any]) -> str:
         f"{'Total output tokens:':<30}{summary['total_output_tokens']}",
     ]
     if summary["usage_from_chunks"]:
-        lines.append(
-            f"{'Token counts from chunks:':<30}{summary['usage_from_chunks']}"
-            " (server sent no usage)"
-        )
+        lines.append(f"{'Token counts from chunks:':<30}{summary['usage_from_chunks']} (server sent no usage)")
     header = f"{'Metric (ms)':<12}" + "".join(f"{stat:>10}" for stat in STAT_NAMES)
     lines += [header, "-" * len(header)]
     for name, label in (

@@ -42,13 +42,24 @@ from typing import Any
 
 import httpx
 
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-ANSWER_SCHEMA = {"type": "object", "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
-                 "required": ["capital", "country"], "additionalProperties": False}
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France? Answer in one sentence."},
+]
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+    "required": ["capital", "country"],
+    "additionalProperties": False,
+}
 #: the engine's own running-request gauge on its ``/metrics`` (read from its loopback port)
 RUNNING_METRIC = {"vLLM": "vllm:num_requests_running", "SGLang": "sglang:num_running_reqs"}
 SERVER_MODULE = {"vLLM": "vllm.entrypoints.openai.api_server", "SGLang": "sglang.launch_server"}
@@ -88,8 +99,12 @@ def free_port() -> int:
 def gpu_memory_used_mib() -> list[int]:
     if shutil.which("nvidia-smi") is None:  # --allow-cpu: nothing to measure
         return []
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [int(line) for line in out.split() if line.strip()]
 
 
@@ -103,8 +118,9 @@ def install(engine: str) -> str:
     command = [sys.executable, "-m", "xinference.cli", "engine", "install", engine, "--local"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"`xinference engine install {engine} --local` failed:\n{done.stdout[-800:]}"
-                           f"{done.stderr[-800:]}")
+        raise RuntimeError(
+            f"`xinference engine install {engine} --local` failed:\n{done.stdout[-800:]}{done.stderr[-800:]}"
+        )
     return done.stdout.strip().splitlines()[-1][:200] if done.stdout.strip() else "installed"
 
 
@@ -116,8 +132,12 @@ class Platform:
         self.api = f"http://127.0.0.1:{self.port}/v1"
         self.log = (home / "server.out").open("wb")
         env = {**os.environ, "XINFERENCE_HOME": str(home), "XINFERENCE_MODEL_RESTARTS": "0"}
-        self.process = subprocess.Popen([sys.executable, "-m", "xinference.deploy.local", "--port", str(self.port)],
-                                        stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "xinference.deploy.local", "--port", str(self.port)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -156,8 +176,9 @@ def metric(server_proc: Any, name: str) -> float:
     cmdline = server_proc.cmdline()
     port = cmdline[cmdline.index("--port") + 1]
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    values = [float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text,
-                                                     re.MULTILINE)]
+    values = [
+        float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.MULTILINE)
+    ]
     if not values:
         raise RuntimeError(f"{name} is not among the engine's metrics")
     return sum(values)
@@ -193,8 +214,14 @@ def check_engine(engine: str, platform: Platform, launch: dict[str, Any], result
         return f"{text[:60]!r} usage={reply['usage']['completion_tokens']}"
 
     def stream() -> str:
-        body = {"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 32, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = {
+            "model": uid,
+            "messages": QUESTION,
+            "temperature": 0,
+            "max_tokens": 32,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         text, usage, first = "", None, None
         started = time.monotonic()
         with httpx.stream("POST", chat_url, json=body, timeout=300) as response:
@@ -213,18 +240,32 @@ def check_engine(engine: str, platform: Platform, launch: dict[str, Any], result
         return f"TTFT {first * 1000:.0f} ms, {usage['completion_tokens']} tokens"
 
     def json_schema() -> str:
-        reply = post(chat_url, {
-            "model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 80,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA,
-                                                                         "strict": True}}})
+        reply = post(
+            chat_url,
+            {
+                "model": uid,
+                "messages": QUESTION,
+                "temperature": 0,
+                "max_tokens": 80,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA, "strict": True},
+                },
+            },
+        )
         value = json.loads(reply["choices"][0]["message"]["content"])
         validate(value, ANSWER_SCHEMA)
         return json.dumps(value)[:80]
 
     def tool_call(choice: Any) -> Callable[[], str]:
         def run() -> str:
-            body = {"model": uid, "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-                    "tools": [WEATHER], "temperature": 0, "max_tokens": 80}
+            body = {
+                "model": uid,
+                "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": [WEATHER],
+                "temperature": 0,
+                "max_tokens": 80,
+            }
             if choice is not None:
                 body["tool_choice"] = choice
             choice0 = post(chat_url, body)["choices"][0]
@@ -234,6 +275,7 @@ def check_engine(engine: str, platform: Platform, launch: dict[str, Any], result
             arguments = json.loads(calls[0]["function"]["arguments"])
             validate(arguments, WEATHER["function"]["parameters"])
             return f"{calls[0]['function']['name']}({json.dumps(arguments)}) finish={choice0['finish_reason']}"
+
         return run
 
     def abort() -> str:
@@ -274,10 +316,15 @@ def check_engine(engine: str, platform: Platform, launch: dict[str, Any], result
             raise AssertionError(f"GPU memory not given back: {sum(before)} -> {sum(after)} MiB")
         return f"{len(tree)} processes gone; GPU memory {sum(after)} MiB (was {sum(before)} before launch)"
 
-    for name, body in (("chat", chat), ("stream", stream), ("json_schema", json_schema),
-                       ("tool call (named)", tool_call({"type": "function", "function": {"name": "get_weather"}})),
-                       ("tool call (required)", tool_call("required")), ("tool call (auto)", tool_call(None)),
-                       ("abort on disconnect", abort)):
+    for name, body in (
+        ("chat", chat),
+        ("stream", stream),
+        ("json_schema", json_schema),
+        ("tool call (named)", tool_call({"type": "function", "function": {"name": "get_weather"}})),
+        ("tool call (required)", tool_call("required")),
+        ("tool call (auto)", tool_call(None)),
+        ("abort on disconnect", abort),
+    ):
         run_check(results, engine, name, body)
     run_check(results, engine, "terminate", terminate)
 
@@ -289,16 +336,28 @@ def main() -> int:
     parser.add_argument("--size", default="0_5", help="its size in billions (catalog spelling)")
     parser.add_argument("--model-path", default=None, help="local Hugging Face folder instead (offline)")
     parser.add_argument("--skip-install", action="store_true", help="use the engine envs as they are")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
-                        help="an engine launch option, e.g. max_model_len=4096 (repeatable)")
-    parser.add_argument("--allow-cpu", action="store_true",
-                        help="run without a GPU (vLLM's CPU build): checks the script itself, not the GPU engines")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="an engine launch option, e.g. max_model_len=4096 (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-cpu",
+        action="store_true",
+        help="run without a GPU (vLLM's CPU build): checks the script itself, not the GPU engines",
+    )
     args = parser.parse_args()
     if shutil.which("nvidia-smi") is None and not args.allow_cpu:
         print("this check needs an NVIDIA GPU (nvidia-smi not found)")
         return 2
-    launch: dict[str, Any] = {"model_name": args.model_name, "model_format": "pytorch",
-                              "model_size_in_billions": args.size, "quantization": "none"}
+    launch: dict[str, Any] = {
+        "model_name": args.model_name,
+        "model_format": "pytorch",
+        "model_size_in_billions": args.size,
+        "quantization": "none",
+    }
     if args.model_path:
         launch["model_path"] = args.model_path
     for option in args.option:

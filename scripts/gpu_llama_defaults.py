@@ -46,10 +46,22 @@ def build_sweep(args: argparse.Namespace) -> Sweep:
         raise SystemExit(f"{args.model} is not a file: give the path of a GGUF")
     if args.model.suffix != ".gguf":
         raise SystemExit(f"{args.model} is not a .gguf file")
-    workload = Workload(max_tokens=args.max_tokens, sessions_c1=GPU_WORKLOAD.sessions_c1,
-                        sessions_per_user_c4=GPU_WORKLOAD.sessions_per_user_c4, concurrency=GPU_WORKLOAD.concurrency)
-    return Sweep(build_grid(GPU_GRID), workload, rounds=args.rounds, n_ctx=args.n_ctx, threads=args.threads,
-                 n_gpu_layers=ALL_LAYERS, model=args.model, baseline="unified np=8")
+    workload = Workload(
+        max_tokens=args.max_tokens,
+        sessions_c1=GPU_WORKLOAD.sessions_c1,
+        sessions_per_user_c4=GPU_WORKLOAD.sessions_per_user_c4,
+        concurrency=GPU_WORKLOAD.concurrency,
+    )
+    return Sweep(
+        build_grid(GPU_GRID),
+        workload,
+        rounds=args.rounds,
+        n_ctx=args.n_ctx,
+        threads=args.threads,
+        n_gpu_layers=ALL_LAYERS,
+        model=args.model,
+        baseline="unified np=8",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -71,7 +71,7 @@ def _edges() -> dict[str, set[str]]:
                 base = node.module or ""
                 if node.level:
                     anchor = name.split(".") if is_package else name.split(".")[:-1]
-                    anchor = anchor[:len(anchor) - (node.level - 1)]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
                     base = ".".join([*anchor, *([node.module] if node.module else [])])
                 targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
             edges[name].update(t for t in targets if t in modules and t != name)
@@ -84,8 +84,7 @@ def _layer(module: str) -> tuple[str, int]:
 
 def _folder(module: str) -> str:
     """The folder (package) a module lives in; a package's ``__init__`` is its own folder."""
-    return module if (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists() else \
-        module.rsplit(".", 1)[0]
+    return module if (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists() else module.rsplit(".", 1)[0]
 
 
 def test_every_import_points_down_a_layer() -> None:
@@ -176,5 +175,8 @@ def _expand(path: str) -> list[str]:
     match = re.search(r"\{([^}]*)\}", path)
     if match is None:
         return [path]
-    return [out for choice in match.group(1).split(",")
-            for out in _expand(path[:match.start()] + choice + path[match.end():])]
+    return [
+        out
+        for choice in match.group(1).split(",")
+        for out in _expand(path[: match.start()] + choice + path[match.end() :])
+    ]

@@ -82,8 +82,9 @@ class XinferenceError(Exception):
         return self.message
 
 
-def _rebuild(cls: type[XinferenceError], message: str, param: str | None,
-             retry_after: float | None = None) -> XinferenceError:
+def _rebuild(
+    cls: type[XinferenceError], message: str, param: str | None, retry_after: float | None = None
+) -> XinferenceError:
     return cls(message, param=param, retry_after=retry_after)
 
 

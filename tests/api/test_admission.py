@@ -22,8 +22,9 @@ UID = "admission-smollm"
 
 def _stream(endpoint: str, body: dict[str, Any], started: threading.Event | None = None) -> int:
     """Stream a chat to the end; sets ``started`` at the first chunk; returns the status code."""
-    with httpx.stream("POST", f"{endpoint}/v1/chat/completions", json={**body, "stream": True},
-                      timeout=300) as response:
+    with httpx.stream(
+        "POST", f"{endpoint}/v1/chat/completions", json={**body, "stream": True}, timeout=300
+    ) as response:
         if response.status_code != 200:
             response.read()
             return response.status_code
@@ -37,14 +38,27 @@ def _stream(endpoint: str, body: dict[str, Any], started: threading.Event | None
 
 def test_over_limit_requests_get_429_and_the_model_keeps_serving(local_server: LocalServer) -> None:
     endpoint = local_server.endpoint
-    launched = httpx.post(f"{local_server.api}/models", timeout=300, json={
-        "model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID, "n_parallel": 1,
-        "max_queued": 1, "queue_timeout": 600})
+    launched = httpx.post(
+        f"{local_server.api}/models",
+        timeout=300,
+        json={
+            "model_name": DEFAULT_MODEL,
+            "model_engine": "llama.cpp",
+            "model_uid": UID,
+            "n_parallel": 1,
+            "max_queued": 1,
+            "queue_timeout": 600,
+        },
+    )
     assert launched.status_code == 200, launched.text
     labels = {"model_name": UID, "engine": "llama.cpp"}
     try:
-        long = {"model": UID, "messages": [{"role": "user", "content": "Tell a story."}], "max_tokens": 30,
-                "ignore_eos": True}
+        long = {
+            "model": UID,
+            "messages": [{"role": "user", "content": "Tell a story."}],
+            "max_tokens": 30,
+            "ignore_eos": True,
+        }
         started = threading.Event()
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             first = pool.submit(_stream, endpoint, long, started)
@@ -76,7 +90,10 @@ def test_over_limit_requests_get_429_and_the_model_keeps_serving(local_server: L
 
 def test_bad_limits_are_400s_naming_the_field(local_server: LocalServer) -> None:
     for field, bad in (("max_queued", -1), ("queue_timeout", 0), ("keep_alive", "soon"), ("autostart", "maybe")):
-        response = httpx.post(f"{local_server.api}/models", timeout=60,
-                              json={"model_name": DEFAULT_MODEL, "model_uid": "never-launched", field: bad})
+        response = httpx.post(
+            f"{local_server.api}/models",
+            timeout=60,
+            json={"model_name": DEFAULT_MODEL, "model_uid": "never-launched", field: bad},
+        )
         assert response.status_code == 400, (field, response.text)
         assert field in response.json()["error"]["message"] or response.json()["error"]["param"] == field

@@ -30,8 +30,9 @@ class ScriptedGeneration:
     async def check_images(self, model: str, image_param: str | None) -> None:
         assert image_param is None, "no image in these requests"
 
-    async def open(self, kind: str, model: str, params: dict[str, Any],
-                   keep_alive: Any = None) -> AsyncIterator[list[dict[str, Any]]]:
+    async def open(
+        self, kind: str, model: str, params: dict[str, Any], keep_alive: Any = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         assert params["stream"] and params["stream_options"] == {"include_usage": True}
         return self._run()
 
@@ -65,8 +66,9 @@ async def _collect(stream: AsyncIterator[bytes]) -> bytes:
 def test_messages_stream_failure_is_an_anthropic_error_event() -> None:
     generation = ScriptedGeneration([_text("Hel")], EngineError("the engine died"))
     service = MessagesService(generation, routes=None)  # type: ignore[arg-type]
-    request = MessagesRequest.model_validate({"model": "m", "max_tokens": 8, "stream": True,
-                                              "messages": [{"role": "user", "content": "Hi"}]})
+    request = MessagesRequest.model_validate(
+        {"model": "m", "max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    )
 
     async def run() -> bytes:
         stream = await service.create(request)
@@ -76,8 +78,10 @@ def test_messages_stream_failure_is_an_anthropic_error_event() -> None:
     events = _events(asyncio.run(run()))
     assert [n for n, _ in events][:3] == ["message_start", "ping", "content_block_start"]
     name, payload = events[-1]
-    assert name == "error" and payload == {"type": "error", "error": {"type": "api_error",
-                                                                     "message": "the engine died"}}
+    assert name == "error" and payload == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "the engine died"},
+    }
     assert generation.closed
 
 

@@ -27,8 +27,16 @@ def test_chat_greedy_answers_paris(client: openai.OpenAI, model_uid: str) -> Non
 
 
 def test_chat_is_deterministic_with_seed(client: openai.OpenAI, model_uid: str) -> None:
-    kwargs = dict(model=model_uid, messages=[{"role": "user", "content": "Name a fruit."}], max_tokens=12,
-                  temperature=0.9, top_p=0.95, seed=1234, presence_penalty=0.1, frequency_penalty=0.1)
+    kwargs = dict(
+        model=model_uid,
+        messages=[{"role": "user", "content": "Name a fruit."}],
+        max_tokens=12,
+        temperature=0.9,
+        top_p=0.95,
+        seed=1234,
+        presence_penalty=0.1,
+        frequency_penalty=0.1,
+    )
     first = client.chat.completions.create(**kwargs).choices[0].message.content
     second = client.chat.completions.create(**kwargs).choices[0].message.content
     assert first == second
@@ -36,7 +44,11 @@ def test_chat_is_deterministic_with_seed(client: openai.OpenAI, model_uid: str) 
 
 def test_chat_stream_with_usage(client: openai.OpenAI, model_uid: str) -> None:
     stream = client.chat.completions.create(
-        model=model_uid, messages=_messages(), temperature=0, max_tokens=24, stream=True,
+        model=model_uid,
+        messages=_messages(),
+        temperature=0,
+        max_tokens=24,
+        stream=True,
         stream_options={"include_usage": True},
     )
     chunks = list(stream)
@@ -48,9 +60,14 @@ def test_chat_stream_with_usage(client: openai.OpenAI, model_uid: str) -> None:
 
 
 def test_stream_without_usage_option_has_no_usage(client: openai.OpenAI, model_uid: str) -> None:
-    chunks = list(client.chat.completions.create(
-        model=model_uid, messages=[{"role": "user", "content": "Hi"}], max_tokens=4, stream=True,
-    ))
+    chunks = list(
+        client.chat.completions.create(
+            model=model_uid,
+            messages=[{"role": "user", "content": "Hi"}],
+            max_tokens=4,
+            stream=True,
+        )
+    )
     assert chunks and all(c.usage is None for c in chunks)
 
 
@@ -74,10 +91,16 @@ def test_completions(client: openai.OpenAI, model_uid: str) -> None:
 
 
 def test_completions_stream_with_usage(client: openai.OpenAI, model_uid: str) -> None:
-    chunks = list(client.completions.create(
-        model=model_uid, prompt="The capital of France is", max_tokens=6, temperature=0, stream=True,
-        stream_options={"include_usage": True},
-    ))
+    chunks = list(
+        client.completions.create(
+            model=model_uid,
+            prompt="The capital of France is",
+            max_tokens=6,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert "Paris" in "".join(c.choices[0].text for c in chunks if c.choices)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
 

@@ -23,13 +23,18 @@ from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
-WEATHER = {"name": "get_weather", "description": "Get the current weather of a city.",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Get the current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 THINKING = "smollm2-thinking-effort"
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n"
-            "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-            "{% else %}<think>\n{% endif %}{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+    "{% else %}<think>\n{% endif %}{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +46,32 @@ def http(local_server: LocalServer) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def thinking_model(http: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("thinking-weights")
-    os.symlink(resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1"),
-               folder / "smol-thinking.Q4_1.gguf")
-    family = {"model_name": THINKING, "model_ability": ["chat", "reasoning"], "context_length": 2048,
-              "chat_template": TEMPLATE, "reasoning_start_tag": "<think>", "reasoning_end_tag": "</think>",
-              "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135",
-                               "quantizations": ["Q4_1"], "model_uri": f"file://{folder}"}]}
+    os.symlink(
+        resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1"),
+        folder / "smol-thinking.Q4_1.gguf",
+    )
+    family = {
+        "model_name": THINKING,
+        "model_ability": ["chat", "reasoning"],
+        "context_length": 2048,
+        "chat_template": TEMPLATE,
+        "reasoning_start_tag": "<think>",
+        "reasoning_end_tag": "</think>",
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{folder}",
+            }
+        ],
+    }
     registered = http.post("/model_registrations/LLM", json={"model": family})
     assert registered.status_code == 200, registered.text
     try:
-        launched = http.post("/models", json={"model_name": THINKING, "model_engine": "llama.cpp", "n_ctx": 1024,
-                                              "n_parallel": 1})
+        launched = http.post(
+            "/models", json={"model_name": THINKING, "model_engine": "llama.cpp", "n_ctx": 1024, "n_parallel": 1}
+        )
         assert launched.status_code == 200, launched.text
         yield THINKING
     finally:
@@ -96,41 +116,74 @@ def test_reasoning_effort_switches_thinking(http: httpx.Client, thinking_model: 
 
 def test_legacy_functions_become_tools(http: httpx.Client, model_uid: str) -> None:
     asked = [{"role": "user", "content": "What is the weather in Paris?"}]
-    response = _chat(http, model=model_uid, messages=asked, max_tokens=64, temperature=0, functions=[WEATHER],
-                     function_call={"name": "get_weather"})
+    response = _chat(
+        http,
+        model=model_uid,
+        messages=asked,
+        max_tokens=64,
+        temperature=0,
+        functions=[WEATHER],
+        function_call={"name": "get_weather"},
+    )
     assert response.status_code == 200, response.text
     choice = response.json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls", choice
     call = choice["message"]["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and isinstance(json.loads(call["arguments"]).get("city"), str)
     # the legacy round trip: the assistant's function_call, then the function's result
-    history = [*asked, {"role": "assistant", "content": None, "function_call": call},
-               {"role": "function", "name": "get_weather", "content": "Sunny, 21 degrees."}]
-    follow = _chat(http, model=model_uid, messages=history, max_tokens=24, temperature=0, functions=[WEATHER],
-                   function_call="none")
+    history = [
+        *asked,
+        {"role": "assistant", "content": None, "function_call": call},
+        {"role": "function", "name": "get_weather", "content": "Sunny, 21 degrees."},
+    ]
+    follow = _chat(
+        http, model=model_uid, messages=history, max_tokens=24, temperature=0, functions=[WEATHER], function_call="none"
+    )
     assert follow.status_code == 200, follow.text
     assert follow.json()["choices"][0]["message"]["content"]
-    _error(_chat(http, model=model_uid, messages=asked, functions=[WEATHER],
-                 tools=[{"type": "function", "function": WEATHER}]), "functions")
+    _error(
+        _chat(
+            http,
+            model=model_uid,
+            messages=asked,
+            functions=[WEATHER],
+            tools=[{"type": "function", "function": WEATHER}],
+        ),
+        "functions",
+    )
     _error(_chat(http, model=model_uid, messages=asked, function_call={"name": "get_weather"}), "function_call")
-    _error(_chat(http, model=model_uid, messages=asked, functions=[WEATHER], function_call="always"),
-           "function_call")
+    _error(_chat(http, model=model_uid, messages=asked, functions=[WEATHER], function_call="always"), "function_call")
 
 
-@pytest.mark.parametrize("field,value", [
-    ("audio", {"voice": "alloy", "format": "wav"}),
-    ("modalities", ["text", "audio"]),
-    ("prediction", {"type": "content", "content": "The capital of France is Paris."}),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("audio", {"voice": "alloy", "format": "wav"}),
+        ("modalities", ["text", "audio"]),
+        ("prediction", {"type": "content", "content": "The capital of France is Paris."}),
+    ],
+)
 def test_outputs_no_engine_makes_are_400(http: httpx.Client, model_uid: str, field: str, value: Any) -> None:
     error = _error(_chat(http, model=model_uid, messages=QUESTION, max_tokens=4, **{field: value}), field)
     assert error["code"] == "unsupported_option"
 
 
 def test_harmless_fields_are_accepted(http: httpx.Client, model_uid: str) -> None:
-    response = _chat(http, model=model_uid, messages=QUESTION, max_tokens=4, user="u-1", store=False,
-                     metadata={"run": "ci"}, service_tier="auto", parallel_tool_calls=True, modalities=["text"],
-                     prompt_cache_key="k", safety_identifier="s", some_future_field=1)
+    response = _chat(
+        http,
+        model=model_uid,
+        messages=QUESTION,
+        max_tokens=4,
+        user="u-1",
+        store=False,
+        metadata={"run": "ci"},
+        service_tier="auto",
+        parallel_tool_calls=True,
+        modalities=["text"],
+        prompt_cache_key="k",
+        safety_identifier="s",
+        some_future_field=1,
+    )
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] is not None
 
@@ -138,14 +191,26 @@ def test_harmless_fields_are_accepted(http: httpx.Client, model_uid: str) -> Non
 def test_legacy_turns_become_tool_turns() -> None:
     """What the engines receive for a conversation in the legacy form (no server needed)."""
     call = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
-    params = ChatCompletionRequest.model_validate({
-        "model": "m", "functions": [WEATHER], "function_call": "auto", "messages": [
-            QUESTION[0], {"role": "assistant", "content": None, "function_call": call},
-            {"role": "function", "name": "get_weather", "content": "Sunny."}]}).to_engine_params()
+    params = ChatCompletionRequest.model_validate(
+        {
+            "model": "m",
+            "functions": [WEATHER],
+            "function_call": "auto",
+            "messages": [
+                QUESTION[0],
+                {"role": "assistant", "content": None, "function_call": call},
+                {"role": "function", "name": "get_weather", "content": "Sunny."},
+            ],
+        }
+    ).to_engine_params()
     assert params["tools"] == [{"type": "function", "function": WEATHER}] and params["tool_choice"] == "auto"
     assistant, result = params["messages"][1:]
     assert "function_call" not in assistant and assistant["tool_calls"][0]["function"] == call
-    assert result == {"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "name": "get_weather",
-                      "content": "Sunny."}
+    assert result == {
+        "role": "tool",
+        "tool_call_id": assistant["tool_calls"][0]["id"],
+        "name": "get_weather",
+        "content": "Sunny.",
+    }
     effort = ChatCompletionRequest.model_validate({"model": "m", "messages": QUESTION, "reasoning_effort": "minimal"})
     assert effort.to_engine_params()["enable_thinking"] is False

@@ -22,20 +22,28 @@ HOSTILE = {
     "{{ 'a' * 10**7 }}": "longer than 1 MiB",
     "{{ range(10**9)|list }}": "range of more than 100,000 items",
     "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}": "recursed deeper than 64",
-    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}":
-        "looped more than 1,000,000 times|ran longer than 5 s",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}": (
+        "looped more than 1,000,000 times|ran longer than 5 s"
+    ),
     "{% for i in range(100000) %}" + "x" * 100 + "{% endfor %}": "output exceeds 1 MiB",
 }
-#: loops until the renderer's 5 s deadline
-#: work without output: only the time limit can stop it (an output-making loop reached the 1 MiB output limit before
-#: 5 s on a quiet machine, which made the test depend on the machine's speed)
+#: loops until the renderer's 5 s deadline: work without output, so only the time limit can stop it (a loop making
+#: output reached the 1 MiB output limit before 5 s on a quiet machine: the test depended on the machine's speed)
 SLOW = "{% for i in range(100000) %}{% for j in range(9) %}{% set _ = ('x' * 100000).upper() %}{% endfor %}{% endfor %}"
 
 
 def _chat(server: LocalServer, model: str, **extra: Any) -> httpx.Response:
-    return httpx.post(f"{server.api}/chat/completions", timeout=120, json={
-        "model": model, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4, "temperature": 0,
-        **extra})
+    return httpx.post(
+        f"{server.api}/chat/completions",
+        timeout=120,
+        json={
+            "model": model,
+            "messages": [{"role": "user", "content": "Say hi"}],
+            "max_tokens": 4,
+            "temperature": 0,
+            **extra,
+        },
+    )
 
 
 def test_preview_refuses_each_limit_with_a_400_and_the_server_keeps_serving(local_server: LocalServer) -> None:
@@ -55,9 +63,10 @@ def test_preview_refuses_each_limit_with_a_400_and_the_server_keeps_serving(loca
 def test_slow_previews_do_not_hold_the_api(local_server: LocalServer) -> None:
     url = f"{local_server.api}/chat_templates/render"
     replies: list[httpx.Response] = []
-    threads = [threading.Thread(target=lambda: replies.append(httpx.post(url, json={"chat_template": SLOW},
-                                                                            timeout=60)))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: replies.append(httpx.post(url, json={"chat_template": SLOW}, timeout=60)))
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     time.sleep(0.5)
@@ -81,16 +90,32 @@ def test_a_request_over_a_limit_is_a_400_and_the_model_keeps_serving(local_serve
     os.symlink(path, tmp_path / "probe.Q4_1.gguf")
     template = "{% if boom %}{{ 'a' * 10000000 }}{% endif %}" + (find_chat_template(smollm2, path) or "")
     name = "render-limit-probe"
-    family = {"model_name": name, "model_ability": ["chat"], "context_length": 2048, "chat_template": template,
-              "reasoning_start_tag": "<think>", "reasoning_end_tag": "</think>",
-              "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-                               "model_uri": f"file://{tmp_path}"}]}
-    registered = httpx.post(f"{local_server.api}/model_registrations/LLM", timeout=30,
-                            json={"model": json.dumps(family), "persist": False})
+    family = {
+        "model_name": name,
+        "model_ability": ["chat"],
+        "context_length": 2048,
+        "chat_template": template,
+        "reasoning_start_tag": "<think>",
+        "reasoning_end_tag": "</think>",
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{tmp_path}",
+            }
+        ],
+    }
+    registered = httpx.post(
+        f"{local_server.api}/model_registrations/LLM", timeout=30, json={"model": json.dumps(family), "persist": False}
+    )
     assert registered.status_code == 200, registered.text
     try:
-        launched = httpx.post(f"{local_server.api}/models", timeout=180, json={
-            "model_name": name, "model_engine": "llama.cpp", "model_uid": name, "n_ctx": 2048})
+        launched = httpx.post(
+            f"{local_server.api}/models",
+            timeout=180,
+            json={"model_name": name, "model_engine": "llama.cpp", "model_uid": name, "n_ctx": 2048},
+        )
         assert launched.status_code == 200, launched.text
         refused = _chat(local_server, name, chat_template_kwargs={"boom": True})
         assert refused.status_code == 400, refused.text

@@ -29,8 +29,10 @@ def test_devices_and_gpu_gauges_from_nvidia_smi(tmp_path: Path, monkeypatch: pyt
     bin_dir = tmp_path / "fake_nvidia_smi_bin"
     bin_dir.mkdir()
     script = bin_dir / "nvidia-smi"
-    script.write_text("#!/bin/sh\n# FAKE nvidia-smi: a test stand-in printing canned output, not NVIDIA's tool.\n"
-                      f"{_canned_csv_body()}\n")
+    script.write_text(
+        "#!/bin/sh\n# FAKE nvidia-smi: a test stand-in printing canned output, not NVIDIA's tool.\n"
+        f"{_canned_csv_body()}\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     home = tmp_path / "home"
@@ -39,10 +41,14 @@ def test_devices_and_gpu_gauges_from_nvidia_smi(tmp_path: Path, monkeypatch: pyt
     try:
         devices = httpx.get(f"{server.api}/cluster/devices", timeout=30)
         assert devices.status_code == 200, devices.text
-        listed = [(d["index"], d["name"], d["vendor"], d["memory_total_bytes"], d["memory_used_bytes"], d["models"])
-                  for d in devices.json()]
-        assert listed == [(0, A100, "nvidia", 81920 * MIB, 1920 * MIB, []),
-                          (1, RTX, "nvidia", 24564 * MIB, 23540 * MIB, [])]
+        listed = [
+            (d["index"], d["name"], d["vendor"], d["memory_total_bytes"], d["memory_used_bytes"], d["models"])
+            for d in devices.json()
+        ]
+        assert listed == [
+            (0, A100, "nvidia", 81920 * MIB, 1920 * MIB, []),
+            (1, RTX, "nvidia", 24564 * MIB, 23540 * MIB, []),
+        ]
         info = httpx.get(f"{server.api}/cluster/info", timeout=30).json()
         assert info["devices"] == devices.json()
         worker = devices.json()[0]["worker"]

@@ -25,10 +25,13 @@ pytestmark = pytest.mark.slow
 PROMPT = "Write a very long and detailed essay, at least 3000 words, on the history of the Roman Empire."
 #: path → the body of a request for ``n`` tokens
 BODIES: dict[str, Callable[[int], dict[str, Any]]] = {
-    "/v1/messages": lambda n: {"model": "smollm2-instruct", "max_tokens": n, "temperature": 0,
-                               "messages": [{"role": "user", "content": PROMPT}]},
-    "/v1/responses": lambda n: {"model": "smollm2-instruct", "max_output_tokens": n, "temperature": 0,
-                                "input": PROMPT},
+    "/v1/messages": lambda n: {
+        "model": "smollm2-instruct",
+        "max_tokens": n,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": PROMPT}],
+    },
+    "/v1/responses": lambda n: {"model": "smollm2-instruct", "max_output_tokens": n, "temperature": 0, "input": PROMPT},
 }
 
 
@@ -36,8 +39,11 @@ BODIES: dict[str, Callable[[int], dict[str, Any]]] = {
 def one_slot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     server = start_local_server(tmp_path_factory.mktemp("one-slot"))
     try:
-        launched = httpx.post(f"{server.api}/models", timeout=300, json={
-            "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_parallel": 1})
+        launched = httpx.post(
+            f"{server.api}/models",
+            timeout=300,
+            json={"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_parallel": 1},
+        )
         assert launched.status_code == 200, launched.text
         yield server
     finally:
@@ -59,9 +65,16 @@ def test_hanging_up_on_a_non_streamed_agent_request_frees_the_slot(one_slot_serv
 
     chat = f"{one_slot_server.api}/chat/completions"
     started = time.monotonic()
-    calibration = httpx.post(chat, timeout=600, json={
-        "model": "smollm2-instruct", "max_tokens": 64, "ignore_eos": True,
-        "messages": [{"role": "user", "content": PROMPT}]})
+    calibration = httpx.post(
+        chat,
+        timeout=600,
+        json={
+            "model": "smollm2-instruct",
+            "max_tokens": 64,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": PROMPT}],
+        },
+    )
     assert calibration.json()["usage"]["completion_tokens"] == 64
     step = (time.monotonic() - started) / 64  # one decoding step, prompt included: an overestimate
     aborted_before = _aborted(one_slot_server, path)
@@ -71,6 +84,7 @@ def test_hanging_up_on_a_non_streamed_agent_request_frees_the_slot(one_slot_serv
     follow_up = ask(2)
     waited = time.monotonic() - started
     assert follow_up.status_code == 200, follow_up.text
-    assert waited < 150 * step, (f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the "
-                                 "abandoned request kept its slot")
+    assert waited < 150 * step, (
+        f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the abandoned request kept its slot"
+    )
     assert _aborted(one_slot_server, path) == aborted_before + 1

@@ -63,9 +63,13 @@ async def _wait_until(condition: Any, what: str) -> None:
 def test_requests_caught_by_an_unload_get_503_envelopes() -> None:
     family = ModelRegistry().get("all-MiniLM-L6-v2")
     engine = SentenceTransformersEngine(
-        model_uid=UID, family=family, spec=family.model_specs[0], quantization="none",
+        model_uid=UID,
+        family=family,
+        spec=family.model_specs[0],
+        quantization="none",
         model_path=resolve_model_path(family.model_specs[0], "none"),
-        config=SentenceTransformersEngine.parse_config({"batch_window_ms": 0}), hardware=detect_hardware(),
+        config=SentenceTransformersEngine.parse_config({"batch_window_ms": 0}),
+        hardware=detect_hardware(),
     )
     release = threading.Event()
     entered = threading.Event()

@@ -21,8 +21,9 @@ UID = "all-MiniLM-L6-v2"
 
 @pytest.fixture(scope="module")
 def embedding_uid(local_server: LocalServer):
-    response = httpx.post(f"{local_server.api}/models", json={"model_name": UID, "model_type": "embedding"},
-                          timeout=120)
+    response = httpx.post(
+        f"{local_server.api}/models", json={"model_name": UID, "model_type": "embedding"}, timeout=120
+    )
     assert response.status_code == 200, response.text
     assert response.json()["model_engine"] == "sentence_transformers"
     info = httpx.get(f"{local_server.api}/models/{UID}", timeout=10).json()
@@ -39,15 +40,18 @@ def test_openai_sdk_embeddings_are_semantic(local_server: LocalServer, embedding
     from openai import OpenAI
 
     client = OpenAI(base_url=local_server.api, api_key="x")
-    reply = client.embeddings.create(model=embedding_uid, input=[
-        "The weather is lovely today.", "It is sunny and warm outside.", "He drove the truck to the depot."])
+    reply = client.embeddings.create(
+        model=embedding_uid,
+        input=["The weather is lovely today.", "It is sunny and warm outside.", "He drove the truck to the depot."],
+    )
     vectors = np.array([d.embedding for d in reply.data])
     assert vectors.shape == (3, 384) and reply.model == embedding_uid
     assert reply.usage.prompt_tokens == reply.usage.total_tokens > 0
     similar, unrelated = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
     assert similar > unrelated + 0.2, (similar, unrelated)
-    floats = client.embeddings.create(model=embedding_uid, input="The weather is lovely today.",
-                                      encoding_format="float")
+    floats = client.embeddings.create(
+        model=embedding_uid, input="The weather is lovely today.", encoding_format="float"
+    )
     assert np.allclose(floats.data[0].embedding, vectors[0], atol=1e-5)
 
 
@@ -74,13 +78,16 @@ def test_raw_http_shapes(local_server: LocalServer, embedding_uid: str) -> None:
         assert_matches_openapi(local_server.endpoint, "post", "/v1/embeddings", answer)
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"input": ""}, "input"),
-    ({"input": []}, "input"),
-    ({"input": "x", "dimensions": 64}, "dimensions"),
-    ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
-    ({"input": [[99999999]]}, "input"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": ""}, "input"),
+        ({"input": []}, "input"),
+        ({"input": "x", "dimensions": 64}, "dimensions"),
+        ({"input": "x", "encoding_format": "int8"}, "encoding_format"),
+        ({"input": [[99999999]]}, "input"),
+    ],
+)
 def test_bad_requests_are_400(local_server: LocalServer, embedding_uid: str, body: dict, param: str) -> None:
     response = post(local_server, {"model": embedding_uid, **body})
     assert response.status_code == 400, response.text
@@ -98,20 +105,27 @@ def test_wrong_model_type_names_both(local_server: LocalServer, embedding_uid: s
     assert model_uid in message and "LLM" in message and "embeddings" in message
     assert on_chat.json()["error"]["code"] == "wrong_model_type"
 
-    chat = httpx.post(f"{local_server.api}/chat/completions", timeout=30, json={
-        "model": embedding_uid, "messages": [{"role": "user", "content": "hi"}]})
+    chat = httpx.post(
+        f"{local_server.api}/chat/completions",
+        timeout=30,
+        json={"model": embedding_uid, "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert chat.status_code == 400
     assert "embedding" in chat.json()["error"]["message"] and "chat" in chat.json()["error"]["message"]
 
 
 def test_concurrent_clients_get_their_own_vectors(local_server: LocalServer, embedding_uid: str) -> None:
     texts = [f"concurrent sentence number {i} about topic {i % 4}" for i in range(16)]
-    solo = {t: post(local_server, {"model": embedding_uid, "input": t}).json()["data"][0]["embedding"]
-            for t in texts[:3]}
+    solo = {
+        t: post(local_server, {"model": embedding_uid, "input": t}).json()["data"][0]["embedding"] for t in texts[:3]
+    }
     with httpx.Client(timeout=60) as client, ThreadPoolExecutor(16) as pool:
-        replies = list(pool.map(
-            lambda t: client.post(f"{local_server.api}/embeddings", json={"model": embedding_uid, "input": t}),
-            texts))
+        replies = list(
+            pool.map(
+                lambda t: client.post(f"{local_server.api}/embeddings", json={"model": embedding_uid, "input": t}),
+                texts,
+            )
+        )
     assert all(r.status_code == 200 for r in replies)
     for text, reply in zip(texts[:3], replies[:3], strict=True):
         assert np.allclose(reply.json()["data"][0]["embedding"], solo[text], atol=1e-4)
@@ -131,8 +145,9 @@ def test_platform_client_embeddings_and_cli_launch_type(local_server: LocalServe
         assert caught.value.status_code == 400
     listed = CliRunner().invoke(cli, ["list", "-e", local_server.endpoint])
     assert embedding_uid in listed.output and "embedding" in listed.output
-    launched = CliRunner().invoke(cli, ["launch", "-e", local_server.endpoint, "-n", UID, "-t", "embedding",
-                                        "-u", "cli-embed"])
+    launched = CliRunner().invoke(
+        cli, ["launch", "-e", local_server.endpoint, "-n", UID, "-t", "embedding", "-u", "cli-embed"]
+    )
     assert launched.exit_code == 0, launched.output
     try:
         assert "sentence_transformers" in launched.output

@@ -38,14 +38,23 @@ def test_engine_matrix_for_the_default_model(local_server: LocalServer) -> None:
             if _installed(local_server, engine):
                 assert {p["model_format"] for p in table[engine]} == {"pytorch"}, table[engine]
             else:
-                assert table[engine] == f"{engine} is not installed on this worker; install it with " \
-                                        f"`xinference engine install {engine}`", table[engine]
+                assert (
+                    table[engine] == f"{engine} is not installed on this worker; install it with "
+                    f"`xinference engine install {engine}`"
+                ), table[engine]
         assert table["SGLang"] == SGLANG_REASON
         accepted = table["llama.cpp"]
         assert isinstance(accepted, list)
         bundled = [p for p in accepted if p["model_hub"] == "bundled"]
-        assert bundled == [{"model_name": DEFAULT_MODEL, "model_format": "ggufv2", "model_size_in_billions": "0_135",
-                            "quantizations": ["Q4_1"], "model_hub": "bundled"}]
+        assert bundled == [
+            {
+                "model_name": DEFAULT_MODEL,
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_hub": "bundled",
+            }
+        ]
 
 
 def test_engine_matrix_errors(local_server: LocalServer) -> None:
@@ -68,8 +77,9 @@ def test_our_client_and_cli(local_server: LocalServer) -> None:
     with Client(local_server.endpoint) as client:
         assert isinstance(client.query_engines(DEFAULT_MODEL)["llama.cpp"], list)
         assert isinstance(client.query_engines(DEFAULT_MODEL, model_type=None)["llama.cpp"], list)
-    result = CliRunner().invoke(main, ["engine", "-n", DEFAULT_MODEL, "-e", local_server.endpoint],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["engine", "-n", DEFAULT_MODEL, "-e", local_server.endpoint], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].split()[:2] == ["Engine", "Format"]
@@ -83,8 +93,13 @@ def test_oversized_launch_is_refused_before_any_download(local_server: LocalServ
     started = time.monotonic()
     response = httpx.post(
         f"{local_server.api}/models",
-        json={"model_name": "llama-3.1-instruct", "model_engine": "llama.cpp", "model_format": "ggufv2",
-              "model_size_in_billions": 70, "quantization": "Q4_K_M"},
+        json={
+            "model_name": "llama-3.1-instruct",
+            "model_engine": "llama.cpp",
+            "model_format": "ggufv2",
+            "model_size_in_billions": 70,
+            "quantization": "Q4_K_M",
+        },
         timeout=60,
     )
     assert response.status_code == 400, response.text

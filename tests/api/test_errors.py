@@ -48,13 +48,15 @@ def test_ill_typed_field(http: httpx.Client, model_uid: str) -> None:
     error = assert_error(chat(http, model=model_uid, messages="hello"), 400, "messages")
     assert error["type"] == "invalid_request_error"
     assert_error(chat(http, model=model_uid, messages=[{"role": "wizard", "content": "x"}]), 400, "role")
-    assert_error(chat(http, model=model_uid, messages=[{"role": "user", "content": "x"}], temperature="hot"), 400,
-                 "temperature")
+    assert_error(
+        chat(http, model=model_uid, messages=[{"role": "user", "content": "x"}], temperature="hot"), 400, "temperature"
+    )
 
 
 def test_negative_max_tokens(http: httpx.Client, model_uid: str) -> None:
-    error = assert_error(chat(http, model=model_uid, messages=[{"role": "user", "content": "x"}], max_tokens=-5),
-                         400, "max_tokens")
+    error = assert_error(
+        chat(http, model=model_uid, messages=[{"role": "user", "content": "x"}], max_tokens=-5), 400, "max_tokens"
+    )
     assert error["param"] == "max_tokens"
 
 
@@ -66,8 +68,11 @@ def test_unsupported_n(http: httpx.Client, model_uid: str) -> None:
     "method,path,body",
     [
         ("POST", "/v1/chat/completions", {"model": "nope", "messages": [{"role": "user", "content": "x"}]}),
-        ("POST", "/v1/chat/completions",
-         {"model": "nope", "messages": [{"role": "user", "content": "x"}], "stream": True}),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {"model": "nope", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        ),
         ("POST", "/v1/completions", {"model": "nope", "prompt": "x"}),
         ("GET", "/v1/models/nope", None),
         ("DELETE", "/v1/models/nope", None),
@@ -85,8 +90,9 @@ def test_unknown_route_is_404_envelope(http: httpx.Client) -> None:
 def test_prompt_longer_than_context_names_both_lengths(http: httpx.Client, model_uid: str) -> None:
     long_prompt = "hello " * 9000
     for stream in (False, True):
-        response = chat(http, model=model_uid, messages=[{"role": "user", "content": long_prompt}], max_tokens=4,
-                        stream=stream)
+        response = chat(
+            http, model=model_uid, messages=[{"role": "user", "content": long_prompt}], max_tokens=4, stream=stream
+        )
         error = assert_error(response, 400, "8192")
         assert error["code"] == "context_length_exceeded"
         assert any(str(n) in error["message"] for n in range(9000, 9100))
@@ -110,8 +116,11 @@ def test_duplicate_uid_is_409(http: httpx.Client, model_uid: str) -> None:
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "quantization": "IQ1_S"}, 400, "Q4_1"),
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_ctx": "lots"}, 400, "n_ctx"),
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_ctxx": 10}, 400, "n_ctxx"),
-        ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "peft_model_config": {"lora_list": []}},
-         400, "peft_model_config"),
+        (
+            {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "peft_model_config": {"lora_list": []}},
+            400,
+            "peft_model_config",
+        ),
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "worker_ip": "10.0.0.1"}, 400, "no worker at"),
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_gpu": 2}, 400, "n_gpu"),
         ({"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "replica": 0}, 400, "replica"),
@@ -129,8 +138,13 @@ def test_pytorch_spec_rejected_by_llama_cpp_with_reason(http: httpx.Client) -> N
 
 
 def test_launch_failure_names_engine_cause(http: httpx.Client) -> None:
-    body = {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "model_uid": "bad-cache",
-            "cache_type_v": "q4_0", "flash_attn": "off"}
+    body = {
+        "model_name": "smollm2-instruct",
+        "model_engine": "llama.cpp",
+        "model_uid": "bad-cache",
+        "cache_type_v": "q4_0",
+        "flash_attn": "off",
+    }
     response = http.post("/v1/models", json=body)
     error = assert_error(response, 500, "llama.cpp could not load bad-cache", "flash_attn")
     assert error["type"] == "launch_error"

@@ -122,8 +122,9 @@ def test_every_replica_marked_unreachable_is_still_tried() -> None:
     assert asyncio.run(table.call(route, _chat))[0] == {"served_by": "only"}
 
 
-def test_a_silent_replica_is_left_within_the_connect_bound(silent_address: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_silent_replica_is_left_within_the_connect_bound(
+    silent_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The request goes to the other replica after the connect bound (xoscar's own connect would wait 8 s, holding
     the lock every new connection of the process needs); the next request skips the silent one at once."""
     monkeypatch.setenv("XINFERENCE_REPLICA_CONNECT_TIMEOUT", "0.3")
@@ -150,8 +151,9 @@ def test_a_silent_replica_is_left_within_the_connect_bound(silent_address: str,
 
 def test_a_refused_replica_is_left_at_once(closed_address: str) -> None:
     live = StandInModelActor("live")
-    route = _route(Replica(closed_address, xo.create_actor_ref(closed_address, "model")),
-                   Replica("stand-in-live", live))
+    route = _route(
+        Replica(closed_address, xo.create_actor_ref(closed_address, "model")), Replica("stand-in-live", live)
+    )
     table = RouteTable(supervisor=None)
 
     async def run() -> float:
@@ -162,8 +164,7 @@ def test_a_refused_replica_is_left_at_once(closed_address: str) -> None:
     assert asyncio.run(run()) < 0.5
 
 
-def test_the_last_replica_gets_the_longer_connect_bound(silent_address: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_last_replica_gets_the_longer_connect_bound(silent_address: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With nowhere else to go, a silent replica is given ``LAST_REPLICA_CONNECT_TIMEOUT`` before the 503."""
     monkeypatch.setenv("XINFERENCE_REPLICA_CONNECT_TIMEOUT", "0.1")
     monkeypatch.setattr(route_cache, "LAST_REPLICA_CONNECT_TIMEOUT", 0.8)

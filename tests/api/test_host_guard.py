@@ -21,28 +21,63 @@ EVIL = "evil.example"
 
 
 # -- the matching function ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("header,name", [
-    ("localhost", "localhost"), ("LocalHost:9997", "localhost"), ("localhost.:80", "localhost"),
-    ("127.0.0.1:9997", "127.0.0.1"), ("[::1]:9997", "::1"), ("[::1]", "::1"), ("::1", "::1"),
-    ("evil.example:9997", "evil.example"), ("localhost:", "localhost"),
-])
+@pytest.mark.parametrize(
+    "header,name",
+    [
+        ("localhost", "localhost"),
+        ("LocalHost:9997", "localhost"),
+        ("localhost.:80", "localhost"),
+        ("127.0.0.1:9997", "127.0.0.1"),
+        ("[::1]:9997", "::1"),
+        ("[::1]", "::1"),
+        ("::1", "::1"),
+        ("evil.example:9997", "evil.example"),
+        ("localhost:", "localhost"),
+    ],
+)
 def test_host_name_takes_the_name_part(header: str, name: str) -> None:
     assert host_name(header) == name
 
 
-@pytest.mark.parametrize("header", ["[::1", "[::1]x", "[::1]:http", "localhost:http", "evil:80@127.0.0.1", "",
-                                    ":9997", "[evil.example]:80", "fe80::zz"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "[::1",
+        "[::1]x",
+        "[::1]:http",
+        "localhost:http",
+        "evil:80@127.0.0.1",
+        "",
+        ":9997",
+        "[evil.example]:80",
+        "fe80::zz",
+    ],
+)
 def test_malformed_hosts_have_no_name(header: str) -> None:
     assert host_name(header) is None
 
 
 def test_loopback_and_ip_literals_are_allowed_foreign_names_are_not() -> None:
     policy = HostPolicy.for_server("127.0.0.1", ())
-    for header in ("localhost:9997", "127.0.0.1:9997", "127.8.9.10", "[::1]:9997", "::1", "192.0.2.7:9997",
-                   "[2001:db8::1]:80"):
+    for header in (
+        "localhost:9997",
+        "127.0.0.1:9997",
+        "127.8.9.10",
+        "[::1]:9997",
+        "::1",
+        "192.0.2.7:9997",
+        "[2001:db8::1]:80",
+    ):
         assert policy.allows(header), header
-    for header in (EVIL, "evil.example:9997", "localhost.evil.example", "127.0.0.1.evil.example", "[::1", "",
-                   "localhost:http"):
+    for header in (
+        EVIL,
+        "evil.example:9997",
+        "localhost.evil.example",
+        "127.0.0.1.evil.example",
+        "[::1",
+        "",
+        "localhost:http",
+    ):
         assert not policy.allows(header), header
     assert policy.allows(None)  # HTTP/1.0 without a Host header: no browser sends that
 
@@ -104,14 +139,22 @@ def _call(server: LocalServer, method: str, path: str, host: str, key: str | Non
     return httpx.request(method, f"{server.endpoint}{path}", headers=headers, json=body, timeout=30)
 
 
-ROUTES = [("POST", "/v1/models"), ("GET", "/v1/models"), ("GET", "/ui/"), ("GET", "/metrics"), ("GET", "/docs"),
-          ("GET", "/openapi.json"), ("GET", "/v1/cluster/auth"), ("GET", "/v1/address"), ("GET", "/nowhere")]
+ROUTES = [
+    ("POST", "/v1/models"),
+    ("GET", "/v1/models"),
+    ("GET", "/ui/"),
+    ("GET", "/metrics"),
+    ("GET", "/docs"),
+    ("GET", "/openapi.json"),
+    ("GET", "/v1/cluster/auth"),
+    ("GET", "/v1/address"),
+    ("GET", "/nowhere"),
+]
 
 
 @pytest.mark.parametrize("method,path", ROUTES)
 @pytest.mark.parametrize("keys", ["without keys", "with keys"])
-def test_foreign_host_is_403_on_every_route(method: str, path: str, keys: str, request: pytest.FixtureRequest
-                                            ) -> None:
+def test_foreign_host_is_403_on_every_route(method: str, path: str, keys: str, request: pytest.FixtureRequest) -> None:
     server: LocalServer = request.getfixturevalue("plain_server" if keys == "without keys" else "keyed_server")
     for key in (None, KEY) if keys == "with keys" else (None,):
         for host in (EVIL, f"{EVIL}:{server.endpoint.rsplit(':', 1)[1]}", "localhost.evil.example"):
@@ -131,8 +174,14 @@ def test_messages_route_refuses_in_anthropics_shape(plain_server: LocalServer) -
 
 def test_names_clients_use_are_served(plain_server: LocalServer) -> None:
     port = plain_server.endpoint.rsplit(":", 1)[1]
-    for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", "127.3.2.1", f"[::1]:{port}",
-                 socket.gethostname()):
+    for host in (
+        "localhost",
+        f"localhost:{port}",
+        f"127.0.0.1:{port}",
+        "127.3.2.1",
+        f"[::1]:{port}",
+        socket.gethostname(),
+    ):
         for path in ("/v1/models", "/ui/", "/metrics", "/openapi.json"):
             response = _call(plain_server, "GET", path, host)
             assert response.status_code == 200, (host, path, response.text)
@@ -151,8 +200,11 @@ def test_http10_request_without_host_is_served(plain_server: LocalServer) -> Non
 def test_cors_stays_closed(plain_server: LocalServer) -> None:
     """No CORS middleware: a page on another origin gets no permission to read answers, preflight or not."""
     origin = {"Origin": "http://evil.example"}
-    preflight = httpx.options(f"{plain_server.api}/models", timeout=30, headers={
-        **origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+    preflight = httpx.options(
+        f"{plain_server.api}/models",
+        timeout=30,
+        headers={**origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"},
+    )
     assert "access-control-allow-origin" not in preflight.headers
     assert "access-control-allow-origin" not in httpx.get(f"{plain_server.api}/models", headers=origin).headers
 
@@ -211,14 +263,27 @@ def test_a_foreign_page_cannot_launch_or_register_but_may_read_nothing_new(plain
     """A form or a no-cors fetch from another page carries its Origin: a 403 before the route runs (before, a
     text/plain body was all that stood between such a page and a launch, and only on recent FastAPI)."""
     foreign = {"Origin": f"http://{EVIL}"}
-    for method, path in (("POST", "/v1/models"), ("DELETE", "/v1/models/anything"),
-                         ("POST", "/v1/model_registrations/LLM"), ("POST", "/v1/engines/vLLM/install")):
-        response = httpx.request(method, f"{plain_server.endpoint}{path}", headers=foreign,
-                                 json={"model_name": "smollm2-instruct"}, timeout=30)
+    for method, path in (
+        ("POST", "/v1/models"),
+        ("DELETE", "/v1/models/anything"),
+        ("POST", "/v1/model_registrations/LLM"),
+        ("POST", "/v1/engines/vLLM/install"),
+    ):
+        response = httpx.request(
+            method,
+            f"{plain_server.endpoint}{path}",
+            headers=foreign,
+            json={"model_name": "smollm2-instruct"},
+            timeout=30,
+        )
         assert response.status_code == 403, (method, path, response.text)
         assert response.json()["error"]["code"] == "origin_not_allowed"
     assert httpx.get(f"{plain_server.api}/models", headers=foreign, timeout=30).status_code == 200
     own = {"Origin": plain_server.endpoint}  # the web UI's own requests
-    response = httpx.post(f"{plain_server.api}/models", headers=own, timeout=30,
-                          json={"model_name": "no-such-model", "model_engine": "llama.cpp"})
+    response = httpx.post(
+        f"{plain_server.api}/models",
+        headers=own,
+        timeout=30,
+        json={"model_name": "no-such-model", "model_engine": "llama.cpp"},
+    )
     assert response.status_code == 404, response.text

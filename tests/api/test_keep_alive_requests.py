@@ -71,8 +71,9 @@ def test_responses_and_messages_carry_keep_alive(local_server: LocalServer, agen
     _wait_status(local_server, agent_uid, "unloaded", 30)  # launched "forever": the request's 1s took over
 
     # A streamed Messages request loads it on demand, and its "-1" replaces the 1s: it stays.
-    with httpx.stream("POST", f"{local_server.api}/messages", json=_messages(agent_uid, stream=True, keep_alive=-1),
-                      timeout=300) as stream:
+    with httpx.stream(
+        "POST", f"{local_server.api}/messages", json=_messages(agent_uid, stream=True, keep_alive=-1), timeout=300
+    ) as stream:
         assert stream.status_code == 200, stream.read()
         text = stream.read().decode()
     assert "event: message_stop" in text and "event: error" not in text
@@ -83,10 +84,12 @@ def test_responses_and_messages_carry_keep_alive(local_server: LocalServer, agen
 
 
 def test_keep_alive_to_an_unknown_model_is_a_404(local_server: LocalServer) -> None:
-    for path, body in (("/messages", _messages("no-such-model", keep_alive="1s")),
-                       ("/responses", _responses("no-such-model", keep_alive="1s")),
-                       ("/embeddings", {"model": "no-such-model", "input": "x", "keep_alive": "1s"}),
-                       ("/rerank", {"model": "no-such-model", "query": "q", "documents": ["d"], "keep_alive": "1s"})):
+    for path, body in (
+        ("/messages", _messages("no-such-model", keep_alive="1s")),
+        ("/responses", _responses("no-such-model", keep_alive="1s")),
+        ("/embeddings", {"model": "no-such-model", "input": "x", "keep_alive": "1s"}),
+        ("/rerank", {"model": "no-such-model", "query": "q", "documents": ["d"], "keep_alive": "1s"}),
+    ):
         reply = _post(local_server, path, body)
         assert reply.status_code == 404, (path, reply.text)
 
@@ -95,8 +98,9 @@ def test_embeddings_carry_keep_alive(local_server: LocalServer) -> None:
     pytest.importorskip("sentence_transformers")
     _launch(local_server, {"model_name": "all-MiniLM-L6-v2", "model_type": "embedding", "model_uid": EMBED_UID})
     try:
-        _refused_keep_alive(_post(local_server, "/embeddings", {"model": EMBED_UID, "input": "x",
-                                                                "keep_alive": "later"}))
+        _refused_keep_alive(
+            _post(local_server, "/embeddings", {"model": EMBED_UID, "input": "x", "keep_alive": "later"})
+        )
         reply = _post(local_server, "/embeddings", {"model": EMBED_UID, "input": "x", "keep_alive": "1s"})
         assert reply.status_code == 200 and len(reply.json()["data"][0]["embedding"]) == 384, reply.text
         _wait_status(local_server, EMBED_UID, "unloaded", 30)
@@ -111,15 +115,28 @@ def test_rerank_carries_keep_alive(local_server: LocalServer, tmp_path: Path) ->
     from tests.engines.test_sentence_transformers import build_tiny_cross_encoder
 
     path = build_tiny_cross_encoder(tmp_path / "model")
-    family = {"model_name": RERANK_NAME, "model_ability": ["rerank"], "max_tokens": 128,
-              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_01", "quantizations": ["none"],
-                               "model_uri": f"file://{path}"}]}
+    family = {
+        "model_name": RERANK_NAME,
+        "model_ability": ["rerank"],
+        "max_tokens": 128,
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_01",
+                "quantizations": ["none"],
+                "model_uri": f"file://{path}",
+            }
+        ],
+    }
     registered = _post(local_server, "/model_registrations/rerank", {"model": family})
     assert registered.status_code == 200, registered.text
     try:
         _launch(local_server, {"model_name": RERANK_NAME, "model_type": "rerank"})
-        body = {"model": RERANK_NAME, "query": "Where is the Eiffel Tower?",
-                "documents": ["The Eiffel Tower is in Paris.", "Bananas are yellow."]}
+        body = {
+            "model": RERANK_NAME,
+            "query": "Where is the Eiffel Tower?",
+            "documents": ["The Eiffel Tower is in Paris.", "Bananas are yellow."],
+        }
         _refused_keep_alive(_post(local_server, "/rerank", {**body, "keep_alive": "-"}))
         reply = _post(local_server, "/rerank", {**body, "keep_alive": "1s"})
         assert reply.status_code == 200 and len(reply.json()["results"]) == 2, reply.text
@@ -133,7 +150,8 @@ def test_cluster_devices_is_the_info_list(local_server: LocalServer) -> None:
     devices = httpx.get(f"{local_server.api}/cluster/devices", timeout=30)
     assert devices.status_code == 200, devices.text
     info = httpx.get(f"{local_server.api}/cluster/info", timeout=30).json()
-    assert [(d["worker"], d["index"], d["name"]) for d in devices.json()] == \
-        [(d["worker"], d["index"], d["name"]) for d in info["devices"]]  # (memory moves with the heartbeats)
+    assert [(d["worker"], d["index"], d["name"]) for d in devices.json()] == [
+        (d["worker"], d["index"], d["name"]) for d in info["devices"]
+    ]  # (memory moves with the heartbeats)
     gpus = sum(len(w.get("hardware", {}).get("gpus") or []) for w in info.get("workers") or [])
     assert len(devices.json()) == gpus

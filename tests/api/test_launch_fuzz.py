@@ -35,8 +35,24 @@ LAUNCH_WRONG: dict[str, list[Any]] = {
     "replica": [*NOT_INT, None, 0, -3, 65, HUGE],
     "n_worker": [*NOT_INT, 0, -3, HUGE],
     "n_gpu": [*CONTAINERS, "two", "", "AUTO", "1", 1.5, True, -3, HUGE],
-    "gpu_idx": [*CONTAINERS[3:], "0", "0,1", "", 1.5, True, -1, HUGE, [], [-1], [0, 0], [True], ["0"], [1.5],
-                [HUGE], list(range(1000))],
+    "gpu_idx": [
+        *CONTAINERS[3:],
+        "0",
+        "0,1",
+        "",
+        1.5,
+        True,
+        -1,
+        HUGE,
+        [],
+        [-1],
+        [0, 0],
+        [True],
+        ["0"],
+        [1.5],
+        [HUGE],
+        list(range(1000)),
+    ],
     "worker_ip": [*NOT_STR, "x" * 301, "no-such-worker"],
     "model_path": [*NOT_STR, "relative/path", "/a\0b"],
     "download_hub": [*NOT_STR, "", "github"],
@@ -58,12 +74,27 @@ SCALE_WRONG: dict[str, list[Any]] = {
     "n_gpu": [*CONTAINERS, "two", "", "AUTO", "1", 1.5, True, -3, HUGE],
     "model_engine": [*NOT_STR, "", "vLLM"],
     "replica_config": [
-        5, "x", True, [5], ["x"], {"devices": [5]}, {"devices": "x"}, {"devices": 5}, {"devices": [{"worker_ip": 5}]},
-        {"devices": [{"worker_ip": ["a"]}]}, {"devices": [{"gpu": 1}]}, {"devices": [[]]}, {"bogus": 1},
-        {"devices": [{"worker_ip": "a"}, {"worker_ip": "b"}]}, {"devices": [{"worker_ip": "a", "gpu_idx": [-1]}]},
-        {"devices": [{"worker_ip": "a", "gpu_idx": "0"}]}, {"devices": [{"worker_ip": "a", "n_gpu": "two"}]},
-        {"devices": [{"worker_ip": "a", "n_gpu": -3}]}, {"devices": [{"worker_ip": "x" * 301}]},
-        {"replica_uid": 5, "devices": [{"worker_ip": "a"}]}, [{"devices": [{"worker_ip": "a"}]}, {"bogus": 1}],
+        5,
+        "x",
+        True,
+        [5],
+        ["x"],
+        {"devices": [5]},
+        {"devices": "x"},
+        {"devices": 5},
+        {"devices": [{"worker_ip": 5}]},
+        {"devices": [{"worker_ip": ["a"]}]},
+        {"devices": [{"gpu": 1}]},
+        {"devices": [[]]},
+        {"bogus": 1},
+        {"devices": [{"worker_ip": "a"}, {"worker_ip": "b"}]},
+        {"devices": [{"worker_ip": "a", "gpu_idx": [-1]}]},
+        {"devices": [{"worker_ip": "a", "gpu_idx": "0"}]},
+        {"devices": [{"worker_ip": "a", "n_gpu": "two"}]},
+        {"devices": [{"worker_ip": "a", "n_gpu": -3}]},
+        {"devices": [{"worker_ip": "x" * 301}]},
+        {"replica_uid": 5, "devices": [{"worker_ip": "a"}]},
+        [{"devices": [{"worker_ip": "a"}]}, {"bogus": 1}],
         {"devices": [{"worker_ip": "no-such-worker"}]},
     ],
     "bogus_field": [1, None, "x"],
@@ -74,8 +105,11 @@ NON_FINITE = ["NaN", "Infinity", "-Infinity"]
 
 
 def _ids(cases: dict[str, list[Any]]) -> list[Any]:
-    return [pytest.param(field, value, id=f"{field}={str(value)[:40]!r}") for field, values in cases.items()
-            for value in values]
+    return [
+        pytest.param(field, value, id=f"{field}={str(value)[:40]!r}")
+        for field, values in cases.items()
+        for value in values
+    ]
 
 
 def _names(error: dict[str, Any], field: str) -> bool:
@@ -103,8 +137,9 @@ def test_launch_field_refused(local_server: LocalServer, field: str, value: Any)
 @pytest.mark.parametrize("literal", NON_FINITE)
 def test_launch_non_finite_numbers_refused(local_server: LocalServer, field: str, literal: str) -> None:
     content = f'{{"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "{field}": {literal}}}'
-    response = httpx.post(f"{local_server.api}/models", content=content, timeout=60,
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{local_server.api}/models", content=content, timeout=60, headers={"content-type": "application/json"}
+    )
     _assert_refused(response, field)
 
 
@@ -123,10 +158,13 @@ def test_scale_field_refused(local_server: LocalServer, model_uid: str, field: s
 
 
 def test_unknown_replica_config_key_names_the_known_ones(local_server: LocalServer, model_uid: str) -> None:
-    for config, known in (({"bogus": 1}, ("replica_uid", "devices")),
-                          ({"devices": [{"gpu": 1}]}, ("worker_ip", "n_gpu", "gpu_idx"))):
-        response = httpx.post(f"{local_server.api}/models/{model_uid}/replicas", json={"replica_config": config},
-                              timeout=60)
+    for config, known in (
+        ({"bogus": 1}, ("replica_uid", "devices")),
+        ({"devices": [{"gpu": 1}]}, ("worker_ip", "n_gpu", "gpu_idx")),
+    ):
+        response = httpx.post(
+            f"{local_server.api}/models/{model_uid}/replicas", json={"replica_config": config}, timeout=60
+        )
         error = _assert_refused(response, "replica_config")
         assert all(name in error["message"] for name in known), error
 
@@ -144,6 +182,9 @@ def test_server_still_serves_after_the_fuzz(local_server: LocalServer, model_uid
     assert described["status"] == "ready" and described["replica"] == 1, described
     listed = [m["id"] for m in httpx.get(f"{local_server.api}/models", timeout=30).json()["data"]]
     assert model_uid in listed
-    reply = httpx.post(f"{local_server.api}/chat/completions", timeout=120, json={
-        "model": model_uid, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4})
+    reply = httpx.post(
+        f"{local_server.api}/chat/completions",
+        timeout=120,
+        json={"model": model_uid, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4},
+    )
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] is not None

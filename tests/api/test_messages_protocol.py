@@ -15,8 +15,11 @@ from xinference.api.anthropic.protocol import CountTokensRequest, MessagesReques
 from xinference.api.anthropic.stream import MessageStream, message_from_chat
 from xinference.errors import EngineError, InvalidRequest, UnsupportedOption
 
-WEATHER = {"name": "get_weather", "description": "Weather of a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 def _request(**fields: Any) -> MessagesRequest:
@@ -25,11 +28,22 @@ def _request(**fields: Any) -> MessagesRequest:
 
 
 def test_plain_request_becomes_chat_params() -> None:
-    params = _request(system=[{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Be kind."}],
-                      stop_sequences=["END"], temperature=0.5, top_p=0.9, top_k=40,
-                      metadata={"user_id": "u1"}).to_chat().params
-    assert params["messages"] == [{"role": "system", "content": "Be brief.\nBe kind."},
-                                  {"role": "user", "content": "Hi"}]
+    params = (
+        _request(
+            system=[{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Be kind."}],
+            stop_sequences=["END"],
+            temperature=0.5,
+            top_p=0.9,
+            top_k=40,
+            metadata={"user_id": "u1"},
+        )
+        .to_chat()
+        .params
+    )
+    assert params["messages"] == [
+        {"role": "system", "content": "Be brief.\nBe kind."},
+        {"role": "user", "content": "Hi"},
+    ]
     assert params["max_tokens"] == 64 and params["stop"] == ["END"]
     assert params["temperature"] == 0.5 and params["top_p"] == 0.9 and params["top_k"] == 40
     assert "tools" not in params and "stream_options" not in params
@@ -42,58 +56,98 @@ def test_stream_asks_for_usage() -> None:
 
 def test_tool_round_trip_translation() -> None:
     chat = _request(
-        tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
+        tools=[WEATHER],
+        tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True},
         thinking={"type": "enabled", "budget_tokens": 16},
         messages=[
             {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "I should call the tool.", "signature": "sig"},
-                {"type": "text", "text": "Let me check."},
-                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "Sunny"}]},
-                {"type": "text", "text": "And now?"},
-            ]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "I should call the tool.", "signature": "sig"},
+                    {"type": "text", "text": "Let me check."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "Sunny"}]},
+                    {"type": "text", "text": "And now?"},
+                ],
+            },
         ],
     ).to_chat()
     params = chat.params
-    assert params["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "description": "Weather of a city", "parameters": WEATHER["input_schema"]}}]
+    assert params["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather of a city",
+                "parameters": WEATHER["input_schema"],
+            },
+        }
+    ]
     assert params["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert params["parallel_tool_calls"] is False
     assert params["chat_template_kwargs"] == {"enable_thinking": True}
     user, assistant, tool, follow_up = params["messages"]
     assert user == {"role": "user", "content": "Weather in Paris?"}
     assert assistant["content"] == "Let me check." and assistant["reasoning_content"] == "I should call the tool."
-    assert assistant["tool_calls"] == [{"id": "toolu_1", "type": "function", "function": {
-        "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]
+    assert assistant["tool_calls"] == [
+        {
+            "id": "toolu_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})},
+        }
+    ]
     assert tool == {"role": "tool", "tool_call_id": "toolu_1", "content": "Sunny"}
     assert follow_up == {"role": "user", "content": "And now?"}
     assert chat.image_param is None
 
 
-@pytest.mark.parametrize("choice,expected", [
-    ({"type": "auto"}, "auto"), ({"type": "any"}, "required"), ({"type": "none"}, "none"),
-])
+@pytest.mark.parametrize(
+    "choice,expected",
+    [
+        ({"type": "auto"}, "auto"),
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+    ],
+)
 def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
     assert _request(tools=[WEATHER], tool_choice=choice).to_chat().params["tool_choice"] == expected
 
 
 def test_thinking_disabled_and_images_located() -> None:
-    chat = _request(thinking={"type": "disabled"}, messages=[{"role": "user", "content": [
-        {"type": "text", "text": "What is this?"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
-    ]}]).to_chat()
+    chat = _request(
+        thinking={"type": "disabled"},
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                ],
+            }
+        ],
+    ).to_chat()
     assert chat.params["chat_template_kwargs"] == {"enable_thinking": False}
     assert chat.image_param == "messages[0].content[1]"
-    assert chat.params["messages"][0]["content"][1] == {"type": "image_url",
-                                                        "image_url": {"url": "data:image/png;base64,iVBOR"}}
+    assert chat.params["messages"][0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBOR"},
+    }
 
 
 def test_count_tokens_request_needs_no_max_tokens() -> None:
-    params = CountTokensRequest.model_validate(
-        {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER]}).to_chat().params
+    params = (
+        CountTokensRequest.model_validate(
+            {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER]}
+        )
+        .to_chat()
+        .params
+    )
     assert params["tools"][0]["function"]["name"] == "get_weather" and "max_tokens" not in params
 
 
@@ -106,25 +160,51 @@ def test_output_config_becomes_json_schema() -> None:
 
 MALFORMED: list[tuple[dict[str, Any], str]] = [
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role"),
-    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}]},
-     "messages[0].content[0].tool_use_id"),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}]},
+        "messages[0].content[0].tool_use_id",
+    ),
     ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages[0].content[0]"),
     ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}, "messages[0].content[0]"),
     ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages[0].content[0].text"),
     ({"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}, "messages[0].content[0]"),
     ({"messages": [{"role": "user", "content": []}]}, "messages[0]"),
-    ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]},
-        {"role": "user", "content": "no result"}]}, "messages[1].content[0]"),
-    ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}]}]}, "messages[1].content[0]"),
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
-     "messages[0].content[0].source.type"),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "a"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}],
+                },
+                {"role": "user", "content": "no result"},
+            ]
+        },
+        "messages[1].content[0]",
+    ),
+    (
+        {
+            "messages": [
+                {"role": "user", "content": "a"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": "Paris"}],
+                },
+            ]
+        },
+        "messages[1].content[0]",
+    ),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
+        "messages[0].content[0].source.type",
+    ),
     ({"tools": [{"name": "bad name", "input_schema": {"type": "object"}}]}, "tools[0].name"),
     ({"tools": [{"name": "t"}]}, "tools[0].input_schema"),
     ({"tools": [{"name": "t", "input_schema": {"type": "string"}}]}, "tools[0].input_schema"),
-    ({"tools": [{"name": "t", "input_schema": {"type": "object", "properties": {"a": {"type": "text"}}}}]},
-     "tools[0].input_schema.properties.a.type"),
+    (
+        {"tools": [{"name": "t", "input_schema": {"type": "object", "properties": {"a": {"type": "text"}}}}]},
+        "tools[0].input_schema.properties.a.type",
+    ),
     ({"tools": [{"name": "t", "input_schema": {"type": "object", "required": "a"}}]}, "tools[0].input_schema.required"),
     ({"tools": [WEATHER, WEATHER]}, "tools[1].name"),
     ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
@@ -155,19 +235,36 @@ def test_server_blocks_are_unsupported_not_invalid() -> None:
 
 # -- responses ------------------------------------------------------------------------------------------------------
 def _chat_result(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
-    return {"choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+    return {
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
 
 
 def test_message_from_chat_orders_blocks_and_maps_stop_reason() -> None:
-    result = _chat_result({"role": "assistant", "content": "Checking.", "reasoning_content": "Hmm.",
-                           "tool_calls": [{"id": "call_1", "type": "function",
-                                           "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-                          "tool_calls")
+    result = _chat_result(
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "reasoning_content": "Hmm.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        "tool_calls",
+    )
     message = message_from_chat(result, "m")
     assert [b["type"] for b in message["content"]] == ["thinking", "text", "tool_use"]
-    assert message["content"][2] == {"type": "tool_use", "id": "call_1", "name": "get_weather",
-                                     "input": {"city": "Paris"}}
+    assert message["content"][2] == {
+        "type": "tool_use",
+        "id": "call_1",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+    }
     assert message["stop_reason"] == "tool_use"
     assert message["usage"] == {"input_tokens": 11, "output_tokens": 7}
     assert message_from_chat(_chat_result({"content": "x"}, "length"), "m")["stop_reason"] == "max_tokens"
@@ -182,11 +279,13 @@ def test_tool_arguments_that_are_not_an_object_are_an_engine_error() -> None:
     assert cut["stop_reason"] == "max_tokens" and cut["content"][0]["input"] == {}
 
 
-def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
-           usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {"object": "chat.completion.chunk",
-                             "choices": [] if delta is None else [{"index": 0, "delta": delta,
-                                                                    "finish_reason": finish}]}
+def _chunk(
+    delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "object": "chat.completion.chunk",
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage:
         chunk["usage"] = usage
     return chunk
@@ -209,14 +308,36 @@ def _replay(chunks: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any
 def test_stream_event_sequence_with_thinking_text_and_two_tool_calls() -> None:
     chunks = [
         _chunk({"role": "assistant", "content": ""}),
-        _chunk({"reasoning_content": "Need "}), _chunk({"reasoning_content": "weather."}),
-        _chunk({"content": "Let me "}), _chunk({"content": "check."}),
-        _chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
-                                "function": {"name": "get_weather", "arguments": ""}}]}),
+        _chunk({"reasoning_content": "Need "}),
+        _chunk({"reasoning_content": "weather."}),
+        _chunk({"content": "Let me "}),
+        _chunk({"content": "check."}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            }
+        ),
         _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
         _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
-        _chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
-                                "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_b",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+                    }
+                ]
+            }
+        ),
         _chunk({}, "tool_calls"),
         _chunk(None, usage={"prompt_tokens": 30, "completion_tokens": 12}),
     ]
@@ -230,8 +351,9 @@ def test_stream_event_sequence_with_thinking_text_and_two_tool_calls() -> None:
     opened: list[int] = []
     for name, payload in events:
         if name == "content_block_start":
-            assert not opened and payload["index"] == len([n for n, _ in events[:events.index((name, payload))]
-                                                           if n == "content_block_stop"])
+            assert not opened and payload["index"] == len(
+                [n for n, _ in events[: events.index((name, payload))] if n == "content_block_stop"]
+            )
             opened.append(payload["index"])
         elif name == "content_block_stop":
             assert opened.pop() == payload["index"]
@@ -244,10 +366,18 @@ def test_stream_event_sequence_with_thinking_text_and_two_tool_calls() -> None:
 
 
 def test_stream_of_text_only_ends_with_end_turn() -> None:
-    events, message = _replay([_chunk({"role": "assistant", "content": ""}), _chunk({"content": "Paris."}),
-                               _chunk({}, "stop")])
-    assert [n for n, _ in events] == ["message_start", "ping", "content_block_start", "content_block_delta",
-                                      "content_block_stop", "message_delta", "message_stop"]
+    events, message = _replay(
+        [_chunk({"role": "assistant", "content": ""}), _chunk({"content": "Paris."}), _chunk({}, "stop")]
+    )
+    assert [n for n, _ in events] == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert message.content[0].text == "Paris." and message.stop_reason == "end_turn"
 
 

@@ -44,8 +44,11 @@ def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
 
 @pytest.fixture(scope="module")
 def metrics_model(local_server: LocalServer) -> Iterator[str]:
-    response = httpx.post(f"{local_server.api}/models", timeout=300,
-                          json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID})
+    response = httpx.post(
+        f"{local_server.api}/models",
+        timeout=300,
+        json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID},
+    )
     assert response.status_code == 200, response.text
     try:
         yield UID
@@ -110,13 +113,23 @@ def test_counters_move_by_what_known_requests_did(local_server: LocalServer, met
 def test_page_names_and_worker_series(local_server: LocalServer, metrics_model: str) -> None:
     text = httpx.get(f"{local_server.endpoint}/metrics", timeout=30).text
     names = {family.name for family in text_string_to_metric_families(text)}
-    for name in ("xinference:requests", "xinference:request_errors", "xinference:prompt_tokens",
-                 "xinference:generation_tokens", "xinference:time_to_first_token_seconds",
-                 "xinference:inter_token_latency_seconds", "xinference:e2e_request_latency_seconds",
-                 "xinference:request_queue_time_seconds", "xinference:num_requests_running",
-                 "xinference:num_requests_waiting", "xinference:model_status", "xinference:model_replicas",
-                 "xinference:worker_cpu_count", "xinference:worker_memory_total_bytes",
-                 "xinference:replica_memory_rss_bytes"):
+    for name in (
+        "xinference:requests",
+        "xinference:request_errors",
+        "xinference:prompt_tokens",
+        "xinference:generation_tokens",
+        "xinference:time_to_first_token_seconds",
+        "xinference:inter_token_latency_seconds",
+        "xinference:e2e_request_latency_seconds",
+        "xinference:request_queue_time_seconds",
+        "xinference:num_requests_running",
+        "xinference:num_requests_waiting",
+        "xinference:model_status",
+        "xinference:model_replicas",
+        "xinference:worker_cpu_count",
+        "xinference:worker_memory_total_bytes",
+        "xinference:replica_memory_rss_bytes",
+    ):
         assert name in names, name
     samples = scrape(local_server.endpoint)
     assert value(samples, "xinference:worker_cpu_count") >= 1
@@ -153,12 +166,19 @@ def test_scraping_during_streams_adds_no_error(local_server: LocalServer, metric
     assert all(any(c["choices"] and c["choices"][0].get("finish_reason") for c in r) for r in results)
     after = scrape(endpoint)
     labels = {"model_name": metrics_model, "engine": "llama.cpp"}
-    assert value(after, "xinference:requests_total", **labels, outcome="success") - \
-        value(before, "xinference:requests_total", **labels, outcome="success") == 4
-    assert value(after, "xinference:time_to_first_token_seconds_count", **labels) - \
-        value(before, "xinference:time_to_first_token_seconds_count", **labels) == 4
-    assert value(after, "xinference:request_errors_total", **labels) == \
-        value(before, "xinference:request_errors_total", **labels)
+    assert (
+        value(after, "xinference:requests_total", **labels, outcome="success")
+        - value(before, "xinference:requests_total", **labels, outcome="success")
+        == 4
+    )
+    assert (
+        value(after, "xinference:time_to_first_token_seconds_count", **labels)
+        - value(before, "xinference:time_to_first_token_seconds_count", **labels)
+        == 4
+    )
+    assert value(after, "xinference:request_errors_total", **labels) == value(
+        before, "xinference:request_errors_total", **labels
+    )
     assert value(after, "xinference:num_requests_running", **labels) == 0
 
 
@@ -182,8 +202,12 @@ def test_dashboard_and_docs_name_only_real_metrics(local_server: LocalServer, me
     """Every metric the Grafana dashboard queries is on the page, and doc/operations.md names each family."""
     root = Path(__file__).resolve().parents[2]
     dashboard = json.loads((root / "doc" / "grafana-dashboard.json").read_text())
-    queried = {re.sub(r"_(total|bucket|sum|count)$", "", m) for panel in dashboard["panels"]
-               for target in panel["targets"] for m in re.findall(r"xinference:[a-z][a-z0-9_]*", target["expr"])}
+    queried = {
+        re.sub(r"_(total|bucket|sum|count)$", "", m)
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for m in re.findall(r"xinference:[a-z][a-z0-9_]*", target["expr"])
+    }
     text = httpx.get(f"{local_server.endpoint}/metrics", timeout=30).text
     families = list(text_string_to_metric_families(text))
     exposed = {f.name for f in families}  # a family is listed (HELP, TYPE) even before its first sample

@@ -21,9 +21,17 @@ SLOTS = 2
 
 @pytest.fixture(scope="module")
 def slots_model(local_server: LocalServer) -> Iterator[str]:
-    response = httpx.post(f"{local_server.api}/models", timeout=300,
-                          json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID,
-                                "n_parallel": SLOTS, "n_ctx": 4096})
+    response = httpx.post(
+        f"{local_server.api}/models",
+        timeout=300,
+        json={
+            "model_name": DEFAULT_MODEL,
+            "model_engine": "llama.cpp",
+            "model_uid": UID,
+            "n_parallel": SLOTS,
+            "n_ctx": 4096,
+        },
+    )
     assert response.status_code == 200, response.text
     try:
         yield UID
@@ -33,19 +41,29 @@ def slots_model(local_server: LocalServer) -> Iterator[str]:
 
 def slot_figures(endpoint: str) -> tuple[float, float, float]:
     samples = scrape(endpoint)
-    return tuple(value(samples, f"xinference:engine_{name}", model_name=UID, engine="llama.cpp")  # type: ignore[return-value]
-                 for name in ("slots_total", "slots_busy", "requests_waiting"))
+    return tuple(
+        value(samples, f"xinference:engine_{name}", model_name=UID, engine="llama.cpp")  # type: ignore[return-value]
+        for name in ("slots_total", "slots_busy", "requests_waiting")
+    )
 
 
 def test_busy_slots_follow_open_streams(local_server: LocalServer, slots_model: str) -> None:
     endpoint = local_server.endpoint
     # the gateway lists a model's replicas for the engine series once it has routed a request to it
-    first = httpx.post(f"{endpoint}/v1/chat/completions", timeout=120,
-                       json={"model": slots_model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})
+    first = httpx.post(
+        f"{endpoint}/v1/chat/completions",
+        timeout=120,
+        json={"model": slots_model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
+    )
     assert first.status_code == 200, first.text
     assert slot_figures(endpoint) == (SLOTS, 0, 0)
-    body = {"model": slots_model, "messages": [{"role": "user", "content": "Tell a long story."}],
-            "max_tokens": 900, "ignore_eos": True, "stream": True}
+    body = {
+        "model": slots_model,
+        "messages": [{"role": "user", "content": "Tell a long story."}],
+        "max_tokens": 900,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with contextlib.ExitStack() as streams:
         client = streams.enter_context(httpx.Client(timeout=120))
         lines = []  # kept: a dropped line iterator closes its response, and the server cancels the request

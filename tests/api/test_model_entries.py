@@ -11,15 +11,26 @@ from xinference.api.admin.models.serving import model_entry
 
 
 def _info(**fields: Any) -> dict[str, Any]:
-    base = {"id": "m", "object": "model", "created": 1, "owned_by": "xinference", "model_ability": ["chat"],
-            "model_engine": "llama.cpp", "status": "ready", "context_length": 32768, "engine_config": {},
-            "tool_call_format": None, "reasoning_tags": None}
+    base = {
+        "id": "m",
+        "object": "model",
+        "created": 1,
+        "owned_by": "xinference",
+        "model_ability": ["chat"],
+        "model_engine": "llama.cpp",
+        "status": "ready",
+        "context_length": 32768,
+        "engine_config": {},
+        "tool_call_format": None,
+        "reasoning_tags": None,
+    }
     return {**base, **fields}
 
 
 def test_served_context_comes_from_the_engine() -> None:
-    assert model_entry(_info(engine_config={"n_ctx": 8192, "kv_unified": True, "n_parallel": 4}))[
-        "context_length"] == 8192
+    assert (
+        model_entry(_info(engine_config={"n_ctx": 8192, "kv_unified": True, "n_parallel": 4}))["context_length"] == 8192
+    )
     per_slot = model_entry(_info(engine_config={"n_ctx": 8192, "kv_unified": False, "n_parallel": 4}))
     assert per_slot["context_length"] == 2048 and per_slot["model_context_length"] == 32768
     assert model_entry(_info(engine_config={"max_model_len": 4096}))["context_length"] == 4096

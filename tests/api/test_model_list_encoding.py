@@ -19,16 +19,42 @@ from xinference.api.app import create_app
 
 def _info(uid: str, **fields: Any) -> dict[str, Any]:
     """An entry as ``ModelRecord.info`` builds it (the fields the listing and its schema use)."""
-    info = {"id": uid, "object": "model", "created": 1700000000, "owned_by": "xinference", "model_uid": uid,
-            "model_type": "LLM", "model_name": "smollm2-instruct", "model_lang": ["en"],
-            "model_ability": ["chat"], "model_description": "Pequeño modelo — 小模型", "model_format": "ggufv2",
-            "model_size_in_billions": "1_7", "quantization": "Q4_K_M", "model_engine": "llama.cpp",
-            "context_length": 8192, "tool_call_format": "hermes", "reasoning_tags": None, "replica": 2,
-            "status": "ready", "address": "10.0.0.1:9000",
-            "replicas": [{"replica_uid": f"{uid}-0", "worker_address": "10.0.0.1:9000", "address": "10.0.0.1:9001",
-                          "pid": 11, "gpu_indices": [0]}],
-            "accelerators": ["10.0.0.1:9000/gpu0"], "engine_config": {"n_ctx": 4096, "kv_unified": True},
-            "keep_alive": "forever", "autostart": False, "load_seconds": 1.25}
+    info = {
+        "id": uid,
+        "object": "model",
+        "created": 1700000000,
+        "owned_by": "xinference",
+        "model_uid": uid,
+        "model_type": "LLM",
+        "model_name": "smollm2-instruct",
+        "model_lang": ["en"],
+        "model_ability": ["chat"],
+        "model_description": "Pequeño modelo — 小模型",
+        "model_format": "ggufv2",
+        "model_size_in_billions": "1_7",
+        "quantization": "Q4_K_M",
+        "model_engine": "llama.cpp",
+        "context_length": 8192,
+        "tool_call_format": "hermes",
+        "reasoning_tags": None,
+        "replica": 2,
+        "status": "ready",
+        "address": "10.0.0.1:9000",
+        "replicas": [
+            {
+                "replica_uid": f"{uid}-0",
+                "worker_address": "10.0.0.1:9000",
+                "address": "10.0.0.1:9001",
+                "pid": 11,
+                "gpu_indices": [0],
+            }
+        ],
+        "accelerators": ["10.0.0.1:9000/gpu0"],
+        "engine_config": {"n_ctx": 4096, "kv_unified": True},
+        "keep_alive": "forever",
+        "autostart": False,
+        "load_seconds": 1.25,
+    }
     return {**info, **fields}
 
 
@@ -70,8 +96,9 @@ def test_the_listing_is_encoded_in_one_pass(encoder_calls: list[Any]) -> None:
     assert reply.status_code == 200 and reply.headers["content-type"] == "application/json"
     assert encoder_calls == []  # plain dicts: no walk over every value
     body = reply.json()
-    expected = json.loads(json.dumps({"object": "list", "data": [{**model_entry(i), "requests_in_flight": 0}
-                                                                  for i in infos]}))
+    expected = json.loads(
+        json.dumps({"object": "list", "data": [{**model_entry(i), "requests_in_flight": 0} for i in infos]})
+    )
     assert body == expected
     ModelList.model_validate(body)  # the documented shape
     assert "Pequeño modelo — 小模型".encode() in reply.content  # UTF-8 as it was, not \\u escapes

@@ -33,19 +33,23 @@ def test_official_client_chat(official: RESTfulClient, model_uid: str) -> None:
     assert model_uid in official.list_models()
     model = official.get_model(model_uid)
     reply = model.chat(
-        messages=[{"role": "system", "content": "You are a helpful assistant."},
-                  {"role": "user", "content": "What is the capital of France?"}],
+        messages=[
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
         generate_config={"temperature": 0, "max_tokens": 24},
     )
     assert "Paris" in reply["choices"][0]["message"]["content"]
-    chunks = list(model.chat(messages=[{"role": "user", "content": "Hi"}],
-                             generate_config={"stream": True, "max_tokens": 4}))
+    chunks = list(
+        model.chat(messages=[{"role": "user", "content": "Hi"}], generate_config={"stream": True, "max_tokens": 4})
+    )
     assert chunks and chunks[0]["model"] == model_uid
 
 
 def test_official_client_launch_and_terminate(official: RESTfulClient) -> None:
-    uid = official.launch_model(model_name="smollm2-instruct", model_engine="llama.cpp", model_uid="official-2",
-                                n_ctx=2048)
+    uid = official.launch_model(
+        model_name="smollm2-instruct", model_engine="llama.cpp", model_uid="official-2", n_ctx=2048
+    )
     try:
         assert uid == "official-2"
         assert official.describe_model(uid)["engine_config"]["n_ctx"] == 2048

@@ -11,19 +11,43 @@ from xinference.errors import UnsupportedOption
 from xinference.logtail import scrub_paths
 
 OFFICIAL_CLIENT_PAYLOAD = {
-    "model_uid": None, "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "peft_model_config": None,
-    "model_type": "LLM", "model_size_in_billions": None, "model_format": None, "quantization": None, "replica": 1,
-    "n_worker": 1, "n_gpu": "auto", "request_limits": None, "worker_ip": None, "gpu_idx": None,
-    "replica_config": None, "model_path": None, "enable_thinking": None, "enable_virtual_env": None,
-    "virtual_env_packages": None, "virtual_env_find_links": None, "envs": None,
+    "model_uid": None,
+    "model_name": "smollm2-instruct",
+    "model_engine": "llama.cpp",
+    "peft_model_config": None,
+    "model_type": "LLM",
+    "model_size_in_billions": None,
+    "model_format": None,
+    "quantization": None,
+    "replica": 1,
+    "n_worker": 1,
+    "n_gpu": "auto",
+    "request_limits": None,
+    "worker_ip": None,
+    "gpu_idx": None,
+    "replica_config": None,
+    "model_path": None,
+    "enable_thinking": None,
+    "enable_virtual_env": None,
+    "virtual_env_packages": None,
+    "virtual_env_find_links": None,
+    "envs": None,
 }
 
 
 def test_chat_params() -> None:
-    request = ChatCompletionRequest.model_validate({
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 7, "stop": "x",
-        "stream": True, "stream_options": {"include_usage": True}, "temperature": 0, "some_future_field": 1,
-    })
+    request = ChatCompletionRequest.model_validate(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_completion_tokens": 7,
+            "stop": "x",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0,
+            "some_future_field": 1,
+        }
+    )
     params = request.to_engine_params()
     assert params["max_tokens"] == 7 and params["stop"] == ["x"] and params["temperature"] == 0
     assert params["stream_options"] == {"include_usage": True}
@@ -45,8 +69,16 @@ def test_official_client_payload_is_accepted() -> None:
     assert launch["n_gpu"] == "auto" and launch["replica"] == 1
 
 
-@pytest.mark.parametrize("field,value", [("peft_model_config", {"lora_list": [1]}), ("request_limits", 4),
-                                         ("envs", {"A": "1"}), ("replica_config", [{}]), ("enable_virtual_env", True)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("peft_model_config", {"lora_list": [1]}),
+        ("request_limits", 4),
+        ("envs", {"A": "1"}),
+        ("replica_config", [{}]),
+        ("enable_virtual_env", True),
+    ],
+)
 def test_unsupported_launch_fields_named(field: str, value: object) -> None:
     with pytest.raises(UnsupportedOption, match=field):
         LaunchModelRequest.model_validate({**OFFICIAL_CLIENT_PAYLOAD, field: value}).to_launch()

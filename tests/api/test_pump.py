@@ -54,8 +54,9 @@ class SteppedModelActor:
         self.ended.add(stream_id)
         self._moved.set()
 
-    async def pull_many(self, stream_ids: list[str],
-                        max_wait: float | None = None) -> dict[str, tuple[list[dict[str, Any]], bool, Any]]:
+    async def pull_many(
+        self, stream_ids: list[str], max_wait: float | None = None
+    ) -> dict[str, tuple[list[dict[str, Any]], bool, Any]]:
         self.calls.append(list(stream_ids))
         while True:
             out: dict[str, tuple[list[dict[str, Any]], bool, Any]] = {}

@@ -50,14 +50,16 @@ class FreezableModelActor:
 
 def _service(actor: FreezableModelActor) -> tuple[GenerationService, RouteTable]:
     table = RouteTable(supervisor=None)
-    table._routes["m"] = Route("m", "LLM", ["chat"], replicas=[Replica("10.0.0.9:1234", actor)],
-                               limits={"slots": 1, "max_queued": 0})
+    table._routes["m"] = Route(
+        "m", "LLM", ["chat"], replicas=[Replica("10.0.0.9:1234", actor)], limits={"slots": 1, "max_queued": 0}
+    )
     table._stale = False
     return GenerationService(table), table
 
 
 def test_a_round_past_its_deadline_ends_the_stream_with_an_error_and_frees_its_slot(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("XINFERENCE_STREAM_PULL_TIMEOUT", "0.6")
 
     async def scenario() -> None:
@@ -75,7 +77,7 @@ def test_a_round_past_its_deadline_ends_the_stream_with_an_error_and_frees_its_s
         assert 0.5 <= waited < 3, f"the stream ended after {waited:.1f}s, not at the 0.6 s deadline"
         body = b"".join(rest).decode()
         assert body.endswith("data: [DONE]\n\n")
-        error = json.loads([line for line in body.split("\n") if '"error"' in line][-1][len("data: "):])["error"]
+        error = json.loads([line for line in body.split("\n") if '"error"' in line][-1][len("data: ") :])["error"]
         assert error["code"] == ReplicaUnreachable.code and error["type"] == "service_unavailable"
         assert "replica 10.0.0.9:1234 of model 'm' did not answer for 0.6 s" in error["message"]
         assert gate.running == 0  # the admission slot is free: another request gets in (max_queued is 0)

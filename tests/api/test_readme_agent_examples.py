@@ -16,7 +16,7 @@ SECTION = "## Anthropic Messages and OpenAI Responses APIs"
 def _examples() -> list[str]:
     text = README.read_text()
     start = text.index(SECTION)
-    section = text[start:text.index("\n## ", start + len(SECTION))]
+    section = text[start : text.index("\n## ", start + len(SECTION))]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 

@@ -25,9 +25,17 @@ def gguf_folder(tmp_path_factory) -> str:
 
 def spec(name: str, folder: str, **extra) -> dict:
     return {
-        "model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
-        "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-                         "model_uri": f"file://{folder}"}],
+        "model_name": name,
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{folder}",
+            }
+        ],
         **extra,
     }
 
@@ -39,8 +47,9 @@ def test_register_launch_chat_restart_unregister(tmp_path, gguf_folder: str) -> 
     spec_file.write_text(json.dumps(spec("my-smol", gguf_folder)))
     server = start_local_server(home)
     try:
-        result = CliRunner().invoke(cli, ["register", "-e", server.endpoint, "-t", "LLM", "--file", str(spec_file),
-                                          "--persist"])
+        result = CliRunner().invoke(
+            cli, ["register", "-e", server.endpoint, "-t", "LLM", "--file", str(spec_file), "--persist"]
+        )
         assert result.exit_code == 0, result.output
     finally:
         server.stop()
@@ -55,10 +64,19 @@ def test_register_launch_chat_restart_unregister(tmp_path, gguf_folder: str) -> 
         launched = httpx.post(f"{server.api}/models", json={"model_name": "my-smol"}, timeout=120)
         assert launched.status_code == 200, launched.text
         assert launched.json()["model_engine"] == "llama.cpp"  # chosen without being asked
-        reply = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
-            "model": "my-smol", "temperature": 0, "max_tokens": 16,
-            "messages": [{"role": "system", "content": "You are a helpful assistant."},
-                         {"role": "user", "content": "What is the capital of France?"}]}).json()
+        reply = httpx.post(
+            f"{server.api}/chat/completions",
+            timeout=60,
+            json={
+                "model": "my-smol",
+                "temperature": 0,
+                "max_tokens": 16,
+                "messages": [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": "What is the capital of France?"},
+                ],
+            },
+        ).json()
         assert "Paris" in reply["choices"][0]["message"]["content"]
         described = httpx.get(f"{server.api}/models/my-smol").json()
         assert described["engine_config"]["n_ctx"] == 2048  # the registered context length sizes the engine
@@ -118,6 +136,12 @@ def test_register_twice_is_409_and_unknown_unregister_404(local_server, gguf_fol
 def test_hub_id_in_model_uri_becomes_model_id() -> None:
     from xinference.model.spec import ModelSpec
 
-    parsed = ModelSpec.model_validate({"model_format": "pytorch", "model_size_in_billions": 1,
-                                       "quantizations": ["none"], "model_uri": "Qwen/Qwen2.5-0.5B-Instruct"})
+    parsed = ModelSpec.model_validate(
+        {
+            "model_format": "pytorch",
+            "model_size_in_billions": 1,
+            "quantizations": ["none"],
+            "model_uri": "Qwen/Qwen2.5-0.5B-Instruct",
+        }
+    )
     assert parsed.model_id == "Qwen/Qwen2.5-0.5B-Instruct" and parsed.model_uri is None

@@ -18,8 +18,13 @@ from tests.engines.test_sentence_transformers import build_tiny_cross_encoder  #
 
 NAME = "tiny-cross-encoder-local"
 QUERY = "Where is the Eiffel Tower?"
-DOCS = ["The Eiffel Tower is in Paris.", "Bananas are rich in potassium.", "Paris is the capital of France.",
-        "The stock market closed higher.", "Tokyo Tower is in Japan."]
+DOCS = [
+    "The Eiffel Tower is in Paris.",
+    "Bananas are rich in potassium.",
+    "Paris is the capital of France.",
+    "The stock market closed higher.",
+    "Tokyo Tower is in Japan.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +34,22 @@ def model_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rerank_uid(local_server: LocalServer, model_path):
-    family = {"model_name": NAME, "model_ability": ["rerank"], "max_tokens": 128,
-              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_01", "quantizations": ["none"],
-                               "model_uri": f"file://{model_path}"}]}
+    family = {
+        "model_name": NAME,
+        "model_ability": ["rerank"],
+        "max_tokens": 128,
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_01",
+                "quantizations": ["none"],
+                "model_uri": f"file://{model_path}",
+            }
+        ],
+    }
     registered = httpx.post(f"{local_server.api}/model_registrations/rerank", json={"model": family}, timeout=30)
     assert registered.status_code == 200, registered.text
-    launched = httpx.post(f"{local_server.api}/models", json={"model_name": NAME, "model_type": "rerank"},
-                          timeout=120)
+    launched = httpx.post(f"{local_server.api}/models", json={"model_name": NAME, "model_type": "rerank"}, timeout=120)
     assert launched.status_code == 200, launched.text
     assert launched.json()["model_engine"] == "sentence_transformers"
     yield NAME
@@ -55,8 +69,7 @@ def rerank(server: LocalServer, body: dict) -> httpx.Response:
 
 
 def test_tiny_local_cross_encoder_orders_by_its_scores(local_server, rerank_uid, expected_scores) -> None:
-    response = rerank(local_server, {"model": rerank_uid, "query": QUERY, "documents": DOCS,
-                                     "return_documents": True})
+    response = rerank(local_server, {"model": rerank_uid, "query": QUERY, "documents": DOCS, "return_documents": True})
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == {"id", "results", "meta"} and body["id"]
@@ -80,18 +93,25 @@ def test_tiny_local_cross_encoder_top_n_and_document_objects(local_server, reran
 
 def test_tiny_local_cross_encoder_concurrent_requests(local_server, rerank_uid, expected_scores) -> None:
     with ThreadPoolExecutor(8) as pool:
-        replies = list(pool.map(lambda _: rerank(local_server, {"model": rerank_uid, "query": QUERY,
-                                                                "documents": DOCS, "top_n": 1}), range(8)))
+        replies = list(
+            pool.map(
+                lambda _: rerank(local_server, {"model": rerank_uid, "query": QUERY, "documents": DOCS, "top_n": 1}),
+                range(8),
+            )
+        )
     best = int(np.argmax(expected_scores))
     assert all(r.status_code == 200 and r.json()["results"][0]["index"] == best for r in replies)
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"query": QUERY, "documents": []}, "documents"),
-    ({"query": "", "documents": DOCS}, "query"),
-    ({"query": QUERY, "documents": DOCS, "top_n": 0}, "top_n"),
-    ({"documents": DOCS}, "query"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"query": QUERY, "documents": []}, "documents"),
+        ({"query": "", "documents": DOCS}, "query"),
+        ({"query": QUERY, "documents": DOCS, "top_n": 0}, "top_n"),
+        ({"documents": DOCS}, "query"),
+    ],
+)
 def test_bad_rerank_requests_are_400(local_server, rerank_uid, body: dict, param: str) -> None:
     response = rerank(local_server, {"model": rerank_uid, **body})
     assert response.status_code == 400, response.text
@@ -106,8 +126,11 @@ def test_rerank_on_chat_model_is_400_naming_both(local_server, model_uid: str) -
 
 
 def test_chat_on_rerank_model_is_400(local_server, rerank_uid) -> None:
-    response = httpx.post(f"{local_server.api}/chat/completions", timeout=30, json={
-        "model": rerank_uid, "messages": [{"role": "user", "content": "hi"}]})
+    response = httpx.post(
+        f"{local_server.api}/chat/completions",
+        timeout=30,
+        json={"model": rerank_uid, "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert response.status_code == 400 and "rerank" in response.json()["error"]["message"]
 
 

@@ -12,8 +12,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 QUESTION = "What is the capital of France?"
-TOOL = {"type": "function", "name": "get_weather", "description": "Get the current weather of a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +26,13 @@ def client(local_server) -> openai.OpenAI:
 
 
 def test_create_and_retrieve(client: openai.OpenAI, model_uid: str) -> None:
-    response = client.responses.create(model=model_uid, input=QUESTION, instructions="You are a helpful assistant.",
-                                       max_output_tokens=32, temperature=0)
+    response = client.responses.create(
+        model=model_uid,
+        input=QUESTION,
+        instructions="You are a helpful assistant.",
+        max_output_tokens=32,
+        temperature=0,
+    )
     assert response.object == "response" and response.model == model_uid
     assert response.status in ("completed", "incomplete") and "Paris" in response.output_text
     assert response.output[0].type == "message" and response.output[0].role == "assistant"
@@ -42,8 +51,13 @@ def test_cut_by_max_output_tokens_is_incomplete(client: openai.OpenAI, model_uid
 
 
 def test_stream_matches_create(client: openai.OpenAI, model_uid: str) -> None:
-    kwargs: dict[str, Any] = dict(model=model_uid, input=QUESTION, instructions="You are a helpful assistant.",
-                                  max_output_tokens=64, temperature=0)
+    kwargs: dict[str, Any] = dict(
+        model=model_uid,
+        input=QUESTION,
+        instructions="You are a helpful assistant.",
+        max_output_tokens=64,
+        temperature=0,
+    )
     whole = client.responses.create(**kwargs)
     with client.responses.stream(**kwargs) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
@@ -59,16 +73,22 @@ def test_raw_stream_event_names(client: openai.OpenAI, model_uid: str) -> None:
     kinds = [e.type for e in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
     assert kinds[2:4] == ["response.output_item.added", "response.content_part.added"]
-    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
-                          "response.incomplete"]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.incomplete",
+    ]
     assert [e.sequence_number for e in events] == list(range(len(events)))
 
 
 def test_previous_response_id_continues_the_conversation(client: openai.OpenAI, model_uid: str) -> None:
-    first = client.responses.create(model=model_uid, input="My name is Ada. Say hello.", max_output_tokens=8,
-                                    temperature=0)
-    follow = client.responses.create(model=model_uid, input="What is my name?", previous_response_id=first.id,
-                                     max_output_tokens=1, temperature=0)
+    first = client.responses.create(
+        model=model_uid, input="My name is Ada. Say hello.", max_output_tokens=8, temperature=0
+    )
+    follow = client.responses.create(
+        model=model_uid, input="What is my name?", previous_response_id=first.id, max_output_tokens=1, temperature=0
+    )
     alone = client.responses.create(model=model_uid, input="What is my name?", max_output_tokens=1, temperature=0)
     assert follow.previous_response_id == first.id
     # the earlier turns are in the prompt: both inputs and the first answer
@@ -93,35 +113,57 @@ def test_delete(client: openai.OpenAI, model_uid: str) -> None:
 
 def test_function_call_output_round_trip(client: openai.OpenAI, model_uid: str) -> None:
     """A function_call item and its output are rendered into the prompt and answered."""
-    response = client.responses.create(model=model_uid, tools=[TOOL], max_output_tokens=8, temperature=0, input=[
-        {"role": "user", "content": "What is the weather in Paris?"},
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 24 degrees"},
-    ])
+    response = client.responses.create(
+        model=model_uid,
+        tools=[TOOL],
+        max_output_tokens=8,
+        temperature=0,
+        input=[
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 24 degrees"},
+        ],
+    )
     assert response.output and response.usage.input_tokens > 10
 
 
 def test_forced_function_call_and_its_output(client: openai.OpenAI, model_uid: str) -> None:
     """tool_choice naming the function gives a function_call whose arguments fit the schema; its output, sent with
     previous_response_id, is answered."""
-    first = client.responses.create(model=model_uid, input="What is the weather in Paris?", tools=[TOOL],
-                                    tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64,
-                                    temperature=0)
+    first = client.responses.create(
+        model=model_uid,
+        input="What is the weather in Paris?",
+        tools=[TOOL],
+        tool_choice={"type": "function", "name": "get_weather"},
+        max_output_tokens=64,
+        temperature=0,
+    )
     calls = [item for item in first.output if item.type == "function_call"]
     assert calls, first.output
     assert calls[0].name == "get_weather" and isinstance(json.loads(calls[0].arguments).get("city"), str)
-    answer = client.responses.create(model=model_uid, previous_response_id=first.id, tools=[TOOL],
-                                     max_output_tokens=8, temperature=0, input=[
-                                         {"type": "function_call_output", "call_id": calls[0].call_id,
-                                          "output": "Sunny, 24 degrees"}])
-    alone = client.responses.create(model=model_uid, input="What is the weather in Paris?", tools=[TOOL],
-                                    max_output_tokens=1, store=False)
+    answer = client.responses.create(
+        model=model_uid,
+        previous_response_id=first.id,
+        tools=[TOOL],
+        max_output_tokens=8,
+        temperature=0,
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 degrees"}],
+    )
+    alone = client.responses.create(
+        model=model_uid, input="What is the weather in Paris?", tools=[TOOL], max_output_tokens=1, store=False
+    )
     assert answer.output and answer.usage.input_tokens > alone.usage.input_tokens + 5
 
 
 def test_forced_function_call_streams_arguments(client: openai.OpenAI, model_uid: str) -> None:
-    with client.responses.stream(model=model_uid, input="Weather in Rome?", tools=[TOOL], tool_choice="required",
-                                 max_output_tokens=64, temperature=0) as stream:
+    with client.responses.stream(
+        model=model_uid,
+        input="Weather in Rome?",
+        tools=[TOOL],
+        tool_choice="required",
+        max_output_tokens=64,
+        temperature=0,
+    ) as stream:
         kinds = [e.type for e in stream]
         final = stream.get_final_response()
     calls = [item for item in final.output if item.type == "function_call"]
@@ -129,21 +171,37 @@ def test_forced_function_call_streams_arguments(client: openai.OpenAI, model_uid
     assert isinstance(json.loads(calls[0].arguments).get("city"), str)
 
 
-@pytest.mark.parametrize("body,status,param", [
-    ({"input": [{"role": "robot", "content": "x"}]}, 400, "input[0].role"),
-    ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "x"}]}, 400, "input[0].call_id"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]},
-     400, "input[0].content[0]"),
-    ({"input": "hi", "tools": [{"type": "function", "name": "t", "parameters": {"type": "object",
-                                                                               "properties": "x"}}]},
-     400, "tools[0].parameters.properties"),
-    ({"input": "hi", "tools": [{"type": "code_interpreter"}]}, 400, "tools[0].type"),
-    ({"input": "hi", "previous_response_id": "resp_missing"}, 404, "previous_response_id"),
-    ({"input": "hi", "model": "no-such-model"}, 404, "model"),
-    ({}, 400, "input"),
-])
-def test_malformed_requests_get_openai_errors(local_server, model_uid: str, body: dict[str, Any], status: int,
-                                              param: str) -> None:
+@pytest.mark.parametrize(
+    "body,status,param",
+    [
+        ({"input": [{"role": "robot", "content": "x"}]}, 400, "input[0].role"),
+        ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "x"}]}, 400, "input[0].call_id"),
+        (
+            {
+                "input": [
+                    {"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}
+                ]
+            },
+            400,
+            "input[0].content[0]",
+        ),
+        (
+            {
+                "input": "hi",
+                "tools": [{"type": "function", "name": "t", "parameters": {"type": "object", "properties": "x"}}],
+            },
+            400,
+            "tools[0].parameters.properties",
+        ),
+        ({"input": "hi", "tools": [{"type": "code_interpreter"}]}, 400, "tools[0].type"),
+        ({"input": "hi", "previous_response_id": "resp_missing"}, 404, "previous_response_id"),
+        ({"input": "hi", "model": "no-such-model"}, 404, "model"),
+        ({}, 400, "input"),
+    ],
+)
+def test_malformed_requests_get_openai_errors(
+    local_server, model_uid: str, body: dict[str, Any], status: int, param: str
+) -> None:
     response = httpx.post(f"{local_server.api}/responses", json={"model": model_uid, **body}, timeout=60)
     assert response.status_code == status, response.text
     error = response.json()["error"]
@@ -156,10 +214,18 @@ def test_unknown_response_id_is_404(local_server) -> None:
 
 
 def test_text_format_json_schema(client: openai.OpenAI, model_uid: str) -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-              "required": ["city", "country"], "additionalProperties": False}
-    response = client.responses.create(model=model_uid, input="Name a city in France.", max_output_tokens=48,
-                                       temperature=0, text={"format": {"type": "json_schema", "name": "place",
-                                                                       "schema": schema, "strict": True}})
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"],
+        "additionalProperties": False,
+    }
+    response = client.responses.create(
+        model=model_uid,
+        input="Name a city in France.",
+        max_output_tokens=48,
+        temperature=0,
+        text={"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}},
+    )
     value = json.loads(response.output_text)
     assert set(value) == {"city", "country"} and all(isinstance(v, str) for v in value.values())

@@ -18,8 +18,12 @@ from xinference.api.openai.responses.store import ResponseStore
 from xinference.api.openai.responses.stream import ResponseShape, ResponseStream, output_items
 from xinference.errors import EngineError, InvalidRequest, UnsupportedOption
 
-TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 def _request(**fields: Any) -> ResponsesRequest:
@@ -34,31 +38,48 @@ def test_text_input_with_instructions() -> None:
 
 
 def test_items_become_chat_messages() -> None:
-    chat = _request(tools=[TOOL], tool_choice={"type": "function", "name": "get_weather"}, input=[
-        {"role": "developer", "content": "Use tools."},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [],
-         "content": [{"type": "reasoning_text", "text": "Call the tool."}]},
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
-    ]).to_chat([])
+    chat = _request(
+        tools=[TOOL],
+        tool_choice={"type": "function", "name": "get_weather"},
+        input=[
+            {"role": "developer", "content": "Use tools."},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "Call the tool."}],
+            },
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
+        ],
+    ).to_chat([])
     system, user, assistant, tool = chat.params["messages"]
     assert system == {"role": "system", "content": "Use tools."}
     assert user == {"role": "user", "content": "Weather in Paris?"}
     assert assistant["reasoning_content"] == "Call the tool."
-    assert assistant["tool_calls"] == [{"id": "call_1", "type": "function",
-                                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]
+    assert assistant["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    ]
     assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}
     assert chat.params["tools"][0]["function"]["parameters"] == TOOL["parameters"]
     assert chat.params["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
 
 
 def test_history_comes_first_and_outputs_may_answer_its_calls() -> None:
-    history = [{"role": "user", "content": "Weather?"},
-               {"role": "assistant", "content": "", "tool_calls": [
-                   {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}]
-    chat = _request(instructions="New rules.", input=[
-        {"type": "function_call_output", "call_id": "call_9", "output": "Rain"}]).to_chat(history)
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
+    ]
+    chat = _request(
+        instructions="New rules.", input=[{"type": "function_call_output", "call_id": "call_9", "output": "Rain"}]
+    ).to_chat(history)
     assert chat.params["messages"][0] == {"role": "system", "content": "New rules."}
     assert chat.params["messages"][1:3] == history
     assert chat.added == [{"role": "tool", "tool_call_id": "call_9", "content": "Rain"}]
@@ -66,20 +87,28 @@ def test_history_comes_first_and_outputs_may_answer_its_calls() -> None:
 
 def test_text_format_and_reasoning() -> None:
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-    params = _request(text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
-                      reasoning={"effort": "none"}).to_chat([]).params
-    assert params["response_format"] == {"type": "json_schema",
-                                         "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+    params = (
+        _request(
+            text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}},
+            reasoning={"effort": "none"},
+        )
+        .to_chat([])
+        .params
+    )
+    assert params["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": schema, "strict": True},
+    }
     assert params["chat_template_kwargs"] == {"enable_thinking": False}
     assert _request(text={"format": {"type": "json_object"}}).to_chat([]).params["response_format"] == {
-        "type": "json_object"}
+        "type": "json_object"
+    }
 
 
 MALFORMED: list[tuple[dict[str, Any], str]] = [
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
     ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}, "input[0].call_id"),
-    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}]},
-     "input[0].arguments"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}]}, "input[0].arguments"),
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_text"}]}]}, "input[0].content[0]"),
     ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input[0].content[0]"),
@@ -118,9 +147,14 @@ def test_hosted_tools_are_unsupported() -> None:
 
 # -- output ---------------------------------------------------------------------------------------------------------
 def test_output_items_and_finished_response() -> None:
-    message = {"role": "assistant", "content": "Let me check.", "reasoning_content": "Hmm.",
-               "tool_calls": [{"id": "call_1", "type": "function",
-                               "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}
+    message = {
+        "role": "assistant",
+        "content": "Let me check.",
+        "reasoning_content": "Hmm.",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+        ],
+    }
     items = output_items(message)
     assert [i["type"] for i in items] == ["reasoning", "message", "function_call"]
     assert items[2]["call_id"] == "call_1" and items[2]["arguments"] == '{"city":"Paris"}'
@@ -131,10 +165,12 @@ def test_output_items_and_finished_response() -> None:
     assert shape.finished(items, None, "tool_calls")["status"] == "completed"
 
 
-def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
-           usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {"choices": [] if delta is None else [{"index": 0, "delta": delta,
-                                                                    "finish_reason": finish}]}
+def _chunk(
+    delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    }
     if usage:
         chunk["usage"] = usage
     return chunk
@@ -157,16 +193,22 @@ def _replay(chunks: list[dict[str, Any]]) -> tuple[ResponseStream, list[tuple[st
 
 
 def test_stream_events_accumulate_in_the_sdk() -> None:
-    stream, events, snapshot = _replay([
-        _chunk({"role": "assistant", "content": ""}),
-        _chunk({"reasoning_content": "Think"}), _chunk({"reasoning_content": "ing."}),
-        _chunk({"content": "Let me "}), _chunk({"content": "check."}),
-        _chunk({"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "get_weather", "arguments": ""}}]}),
-        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
-        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
-        _chunk({}, "tool_calls"),
-        _chunk(None, usage={"prompt_tokens": 9, "completion_tokens": 8}),
-    ])
+    stream, events, snapshot = _replay(
+        [
+            _chunk({"role": "assistant", "content": ""}),
+            _chunk({"reasoning_content": "Think"}),
+            _chunk({"reasoning_content": "ing."}),
+            _chunk({"content": "Let me "}),
+            _chunk({"content": "check."}),
+            _chunk(
+                {"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "get_weather", "arguments": ""}}]}
+            ),
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
+            _chunk({}, "tool_calls"),
+            _chunk(None, usage={"prompt_tokens": 9, "completion_tokens": 8}),
+        ]
+    )
     names = [n for n, _ in events]
     assert names[:2] == ["response.created", "response.in_progress"] and names[-1] == "response.completed"
     assert names.count("response.output_item.added") == names.count("response.output_item.done") == 3
@@ -231,9 +273,13 @@ def test_store_bounded_by_size() -> None:
 
 
 def test_input_items_are_kept_with_ids_and_paged() -> None:
-    items = input_items([{"role": "user", "content": "Hi"},
-                         {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
-                         {"type": "function_call_output", "call_id": "c1", "output": "ok", "id": "mine"}])
+    items = input_items(
+        [
+            {"role": "user", "content": "Hi"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok", "id": "mine"},
+        ]
+    )
     assert items[0]["type"] == "message" and items[0]["content"] == [{"type": "input_text", "text": "Hi"}]
     assert items[1]["id"].startswith("fc_") and items[2]["id"] == "mine"
     assert input_items("Hello")[0]["content"][0] == {"type": "input_text", "text": "Hello"}

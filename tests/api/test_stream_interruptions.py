@@ -42,12 +42,25 @@ LONG = "Write the numbers from 1 to 3000 in words, one per line, without stoppin
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    server = start_local_server(tmp_path_factory.mktemp("cut-home"), env={
-        "XINFERENCE_STREAM_PULL_TIMEOUT": str(PULL_TIMEOUT), "XINFERENCE_STALE_STREAM_SECONDS": str(STALE_SECONDS)})
+    server = start_local_server(
+        tmp_path_factory.mktemp("cut-home"),
+        env={
+            "XINFERENCE_STREAM_PULL_TIMEOUT": str(PULL_TIMEOUT),
+            "XINFERENCE_STALE_STREAM_SECONDS": str(STALE_SECONDS),
+        },
+    )
     try:
-        launched = httpx.post(f"{server.api}/models", timeout=300, json={
-            "model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID, "n_parallel": 1,
-            "max_queued": 0})
+        launched = httpx.post(
+            f"{server.api}/models",
+            timeout=300,
+            json={
+                "model_name": DEFAULT_MODEL,
+                "model_engine": "llama.cpp",
+                "model_uid": UID,
+                "n_parallel": 1,
+                "max_queued": 0,
+            },
+        )
         assert launched.status_code == 200, launched.text
         yield server
     finally:
@@ -63,8 +76,13 @@ def _serving(server: LocalServer) -> dict[str, Any]:
     return info
 
 
-def _stream(server: LocalServer, path: str, body: dict[str, Any], after_first: Callable[[], None] | None = None,
-            events: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+def _stream(
+    server: LocalServer,
+    path: str,
+    body: dict[str, Any],
+    after_first: Callable[[], None] | None = None,
+    events: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, str]]:
     """POST a streamed request and read it to its end: ``(event name, data)`` pairs (name "" for plain frames).
     ``after_first`` runs, on another thread, once the first generated text arrived."""
     events = [] if events is None else events
@@ -74,9 +92,9 @@ def _stream(server: LocalServer, path: str, body: dict[str, Any], after_first: C
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if line.startswith("event: "):
-                name = line[len("event: "):]
+                name = line[len("event: ") :]
             elif line.startswith("data: "):
-                events.append((name, line[len("data: "):]))
+                events.append((name, line[len("data: ") :]))
                 name = ""
                 if after_first is not None and not fired and _has_text(*events[-1]):
                     fired.append(threading.Thread(target=after_first))
@@ -88,22 +106,33 @@ def _stream(server: LocalServer, path: str, body: dict[str, Any], after_first: C
 
 def _has_text(name: str, data: str) -> bool:
     """Whether an event carries generated text (a chat chunk's content, a Messages or Responses text delta)."""
-    return name in ("content_block_delta", "response.output_text.delta") or re.search(r'"content":"[^"]', data) \
-        is not None
+    return (
+        name in ("content_block_delta", "response.output_text.delta") or re.search(r'"content":"[^"]', data) is not None
+    )
 
 
 def _unload(server: LocalServer) -> Callable[[], None]:
     def unload() -> None:
         response = httpx.post(f"{server.api}/models/{UID}/unload", timeout=120)
         assert response.status_code == 200, response.text
+
     return unload
 
 
 def test_unload_mid_chat_stream_ends_with_an_error_frame_then_done(server: LocalServer) -> None:
     _serving(server)
-    events = _stream(server, "/v1/chat/completions", after_first=_unload(server), body={
-        "model": UID, "stream": True, "max_tokens": 3000, "ignore_eos": True,
-        "messages": [{"role": "user", "content": LONG}]})
+    events = _stream(
+        server,
+        "/v1/chat/completions",
+        after_first=_unload(server),
+        body={
+            "model": UID,
+            "stream": True,
+            "max_tokens": 3000,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": LONG}],
+        },
+    )
     datas = [data for _, data in events]
     assert datas[-1] == "[DONE]", datas[-3:]
     error = json.loads(datas[-2])["error"]
@@ -115,8 +144,12 @@ def test_unload_mid_chat_stream_ends_with_an_error_frame_then_done(server: Local
 
 def test_unload_mid_messages_stream_ends_with_an_error_event(server: LocalServer) -> None:
     _serving(server)
-    events = _stream(server, "/v1/messages", after_first=_unload(server), body={
-        "model": UID, "stream": True, "max_tokens": 3000, "messages": [{"role": "user", "content": LONG}]})
+    events = _stream(
+        server,
+        "/v1/messages",
+        after_first=_unload(server),
+        body={"model": UID, "stream": True, "max_tokens": 3000, "messages": [{"role": "user", "content": LONG}]},
+    )
     name, data = events[-1]
     assert name == "error", events[-3:]
     body = json.loads(data)
@@ -127,8 +160,12 @@ def test_unload_mid_messages_stream_ends_with_an_error_event(server: LocalServer
 
 def test_unload_mid_responses_stream_ends_with_response_failed(server: LocalServer) -> None:
     _serving(server)
-    events = _stream(server, "/v1/responses", after_first=_unload(server), body={
-        "model": UID, "stream": True, "max_output_tokens": 3000, "input": LONG})
+    events = _stream(
+        server,
+        "/v1/responses",
+        after_first=_unload(server),
+        body={"model": UID, "stream": True, "max_output_tokens": 3000, "input": LONG},
+    )
     name, data = events[-1]
     assert name == "response.failed", events[-3:]
     response = json.loads(data)["response"]
@@ -140,8 +177,17 @@ def test_unload_mid_responses_stream_ends_with_response_failed(server: LocalServ
 def test_unload_during_a_whole_response_is_a_503_naming_it(server: LocalServer) -> None:
     _serving(server)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        answer = pool.submit(httpx.post, f"{server.api}/chat/completions", timeout=300, json={
-            "model": UID, "max_tokens": 3000, "ignore_eos": True, "messages": [{"role": "user", "content": LONG}]})
+        answer = pool.submit(
+            httpx.post,
+            f"{server.api}/chat/completions",
+            timeout=300,
+            json={
+                "model": UID,
+                "max_tokens": 3000,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": LONG}],
+            },
+        )
         time.sleep(3)  # generating (3000 tokens take far longer)
         assert not answer.done(), answer.result().text
         _unload(server)()
@@ -155,8 +201,13 @@ def test_a_removed_replica_ends_its_stream_with_an_error_and_the_other_goes_on(s
     _serving(server)
     added = httpx.post(f"{server.api}/models/{UID}/replicas", json={"replica": 1}, timeout=300)
     assert added.status_code == 200, added.text
-    body = {"model": UID, "stream": True, "max_tokens": 3000, "ignore_eos": True,
-            "messages": [{"role": "user", "content": LONG}]}
+    body = {
+        "model": UID,
+        "stream": True,
+        "max_tokens": 3000,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": LONG}],
+    }
     streams: list[list[tuple[str, str]]] = [[], []]
     removed = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -178,22 +229,22 @@ def test_a_removed_replica_ends_its_stream_with_an_error_and_the_other_goes_on(s
     assert SCALED_DOWN.search(error["message"]) and replica_id in error["message"], error
 
 
-def _read_until_removed(server: LocalServer, body: dict[str, Any], events: list[tuple[str, str]],
-                        removed: threading.Event) -> None:
+def _read_until_removed(
+    server: LocalServer, body: dict[str, Any], events: list[tuple[str, str]], removed: threading.Event
+) -> None:
     """Read a stream until it ends, or until it got more text after the replica's removal (the survivor)."""
     with httpx.stream("POST", f"{server.endpoint}/v1/chat/completions", json=body, timeout=300) as response:
         assert response.status_code == 200
         after = 0
         for line in response.iter_lines():
             if line.startswith("data: "):
-                events.append(("", line[len("data: "):]))
+                events.append(("", line[len("data: ") :]))
                 after += removed.is_set()
                 if after > 20:
                     return  # still streaming well after the removal: this one was on the other replica
 
 
-def test_a_frozen_model_process_ends_its_stream_within_the_deadline_and_frees_its_slot(
-        server: LocalServer) -> None:
+def test_a_frozen_model_process_ends_its_stream_within_the_deadline_and_frees_its_slot(server: LocalServer) -> None:
     info = _serving(server)
     pid = info["replicas"][0]["pid"]
     assert len(info["replicas"]) == 1 and pid
@@ -204,9 +255,18 @@ def test_a_frozen_model_process_ends_its_stream_within_the_deadline_and_frees_it
         stopped_at.append(time.monotonic())
 
     try:
-        events = _stream(server, "/v1/chat/completions", after_first=freeze, body={
-            "model": UID, "stream": True, "max_tokens": 3000, "ignore_eos": True,
-            "messages": [{"role": "user", "content": LONG}]})
+        events = _stream(
+            server,
+            "/v1/chat/completions",
+            after_first=freeze,
+            body={
+                "model": UID,
+                "stream": True,
+                "max_tokens": 3000,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": LONG}],
+            },
+        )
         waited = time.monotonic() - stopped_at[0]
         assert PULL_TIMEOUT - 1 <= waited <= PULL_TIMEOUT + 6, f"the stream ended {waited:.1f}s after the freeze"
         assert events[-1][1] == "[DONE]"
@@ -216,8 +276,12 @@ def test_a_frozen_model_process_ends_its_stream_within_the_deadline_and_frees_it
         # its slot is free: with one slot and max_queued 0 a held slot would make this a 429 at once; admitted, it
         # waits for the frozen process
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            second = pool.submit(httpx.post, f"{server.api}/chat/completions", timeout=300, json={
-                "model": UID, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
+            second = pool.submit(
+                httpx.post,
+                f"{server.api}/chat/completions",
+                timeout=300,
+                json={"model": UID, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]},
+            )
             time.sleep(2)
             assert not second.done(), second.result().text
             os.kill(pid, signal.SIGCONT)
@@ -227,8 +291,11 @@ def test_a_frozen_model_process_ends_its_stream_within_the_deadline_and_frees_it
     finally:
         if stopped_at:
             os.kill(pid, signal.SIGCONT)
-    again = _stream(server, "/v1/chat/completions", body={
-        "model": UID, "stream": True, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]})
+    again = _stream(
+        server,
+        "/v1/chat/completions",
+        body={"model": UID, "stream": True, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]},
+    )
     assert again[-1][1] == "[DONE]" and not any('"error"' in d for _, d in again)
 
 
@@ -245,9 +312,18 @@ def test_a_stream_the_api_stops_reading_is_ended_by_the_model_process_with_the_r
         frozen.clear()
 
     try:
-        events = _stream(server, "/v1/chat/completions", after_first=freeze_the_api, body={
-            "model": UID, "stream": True, "max_tokens": 3000, "ignore_eos": True,
-            "messages": [{"role": "user", "content": LONG}]})
+        events = _stream(
+            server,
+            "/v1/chat/completions",
+            after_first=freeze_the_api,
+            body={
+                "model": UID,
+                "stream": True,
+                "max_tokens": 3000,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": LONG}],
+            },
+        )
     finally:
         if frozen:
             os.kill(api_pid, signal.SIGCONT)

@@ -9,8 +9,12 @@ import time
 import httpx
 import pytest
 
-LONG = {"messages": [{"role": "user", "content": "Write a very long story about a dragon."}], "max_tokens": 3000,
-        "ignore_eos": True, "stream": True}
+LONG = {
+    "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+    "max_tokens": 3000,
+    "ignore_eos": True,
+    "stream": True,
+}
 
 
 def _read_some(endpoint: str, model_uid: str, chunks: int) -> list[dict]:
@@ -39,9 +43,16 @@ def test_disconnect_frees_all_slots(endpoint: str, model_uid: str) -> None:
     # engine kept generating, the next request would queue behind ~3000 decoding steps. The bound is in decoding
     # steps measured on this machine just before, not in seconds, so a busy machine cannot fail it.
     def calibrate() -> None:
-        reply = httpx.post(f"{endpoint}/v1/chat/completions", timeout=600, json={
-            "model": model_uid, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32,
-            "ignore_eos": True})
+        reply = httpx.post(
+            f"{endpoint}/v1/chat/completions",
+            timeout=600,
+            json={
+                "model": model_uid,
+                "messages": [{"role": "user", "content": "Hi"}],
+                "max_tokens": 32,
+                "ignore_eos": True,
+            },
+        )
         assert reply.json()["usage"]["completion_tokens"] == 32
 
     step = _seconds(calibrate) / 32  # one decoding step, prompt included: an overestimate
@@ -49,12 +60,20 @@ def test_disconnect_frees_all_slots(endpoint: str, model_uid: str) -> None:
         results = list(pool.map(lambda _: _read_some(endpoint, model_uid, 3), range(4)))
     assert all(len(r) == 3 for r in results)
     response: list[httpx.Response] = []
-    elapsed = _seconds(lambda: response.append(httpx.post(
-        f"{endpoint}/v1/chat/completions", timeout=600,
-        json={"model": model_uid, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})))
+    elapsed = _seconds(
+        lambda: response.append(
+            httpx.post(
+                f"{endpoint}/v1/chat/completions",
+                timeout=600,
+                json={"model": model_uid, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+            )
+        )
+    )
     assert response[0].status_code == 200
-    assert elapsed < 300 * step, (f"a fresh request waited {elapsed:.1f}s ({elapsed / step:.0f} decoding steps): "
-                                  "the abandoned streams still hold the slots")
+    assert elapsed < 300 * step, (
+        f"a fresh request waited {elapsed:.1f}s ({elapsed / step:.0f} decoding steps): "
+        "the abandoned streams still hold the slots"
+    )
 
 
 def test_concurrent_streams_are_complete_and_independent(endpoint: str, model_uid: str) -> None:
@@ -62,8 +81,14 @@ def test_concurrent_streams_are_complete_and_independent(endpoint: str, model_ui
 
     def run(prompt: str) -> tuple[str, dict, set[str], list[str]]:
         text, usage, ids, finishes = "", {}, set(), []
-        body = {"model": model_uid, "messages": [{"role": "user", "content": prompt}], "max_tokens": 12,
-                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": model_uid,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 12,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         with httpx.stream("POST", f"{endpoint}/v1/chat/completions", json=body, timeout=120) as resp:
             lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
         assert lines[-1] == "data: [DONE]"

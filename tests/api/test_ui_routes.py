@@ -56,9 +56,16 @@ def test_chat_template_preview(local_server: LocalServer) -> None:
     url = f"{local_server.api}/chat_templates/render"
     sample = httpx.post(url, json={"chat_template": "{% for m in messages %}{{ m.role }}|{% endfor %}"}, timeout=10)
     assert sample.status_code == 200 and sample.json()["prompt"] == "system|user|assistant|user|"
-    own = httpx.post(url, timeout=10, json={
-        "chat_template": "{{ bos_token }}{{ messages[0].content }}{% if add_generation_prompt %}>{% endif %}",
-        "messages": [{"role": "user", "content": "hi"}], "bos_token": "<s>", "add_generation_prompt": False})
+    own = httpx.post(
+        url,
+        timeout=10,
+        json={
+            "chat_template": "{{ bos_token }}{{ messages[0].content }}{% if add_generation_prompt %}>{% endif %}",
+            "messages": [{"role": "user", "content": "hi"}],
+            "bos_token": "<s>",
+            "add_generation_prompt": False,
+        },
+    )
     assert own.json()["prompt"] == "<s>hi"
     unsafe = httpx.post(url, json={"chat_template": "{{ messages.__class__.__mro__ }}"}, timeout=10)
     assert unsafe.status_code == 400

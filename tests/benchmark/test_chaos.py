@@ -88,8 +88,7 @@ def test_a_finished_stream_is_complete() -> None:
 
 
 def test_an_error_frame_is_the_right_end_of_a_broken_stream() -> None:
-    trace = _trace(_chunk("Hel"), 'data: {"error": {"message": "the model process died", "type": "x"}}',
-                   "data: [DONE]")
+    trace = _trace(_chunk("Hel"), 'data: {"error": {"message": "the model process died", "type": "x"}}', "data: [DONE]")
     assert classify_stream(trace) == "error_frame"
     assert trace.error == "the model process died"
     assert classify_stream(_trace('data: {"error": "plain text error"}')) == "error_frame"  # even without [DONE]
@@ -132,29 +131,37 @@ def _rec(start: float, end: float, outcome: str = "ok", op: str = "chat", **kw: 
 
 
 def test_first_success_counts_only_requests_sent_after_the_kill() -> None:
-    records = [_rec(9.0, 10.5), _rec(10.2, 11.0, "http_503"), _rec(10.4, 12.5), _rec(10.1, 13.0, "complete",
-                                                                                    "chat_stream")]
+    records = [
+        _rec(9.0, 10.5),
+        _rec(10.2, 11.0, "http_503"),
+        _rec(10.4, 12.5),
+        _rec(10.1, 13.0, "complete", "chat_stream"),
+    ]
     assert first_success_after(10.0, records) == 2.5  # the 10.5 success was sent before the kill
     assert first_success_after(20.0, records) is None
 
 
 def test_back_needs_every_replica_and_none_of_the_killed_pids() -> None:
-    snaps = [ModelSnapshot(9.5, "ready", (100, 200)),
-             ModelSnapshot(10.5, "ready", (100, 200)),  # the dead worker's replica is still listed
-             ModelSnapshot(14.0, "degraded", (200,)),
-             ModelSnapshot(18.0, "ready", (200,)),  # ready but one replica short
-             ModelSnapshot(21.5, "ready", (200, 300))]
+    snaps = [
+        ModelSnapshot(9.5, "ready", (100, 200)),
+        ModelSnapshot(10.5, "ready", (100, 200)),  # the dead worker's replica is still listed
+        ModelSnapshot(14.0, "degraded", (200,)),
+        ModelSnapshot(18.0, "ready", (200,)),  # ready but one replica short
+        ModelSnapshot(21.5, "ready", (200, 300)),
+    ]
     assert back_at(10.0, [100, 99], snaps, replicas=2) == 11.5
     assert back_at(10.0, [100], snaps[:4], replicas=2) is None
     assert back_at(10.0, [555], snaps, replicas=2) == 0.5  # a kill that changed nothing listed is back at once
 
 
 def test_a_relapse_is_a_drop_after_healing_and_before_the_next_kill() -> None:
-    snaps = [ModelSnapshot(10.5, "degraded", (200,)),
-             ModelSnapshot(15.0, "ready", (200, 300)),  # back at 5.0
-             ModelSnapshot(24.0, "degraded", (300,)),  # the restarted worker declared gone: a relapse
-             ModelSnapshot(30.0, "ready", (300, 400)),
-             ModelSnapshot(45.0, "degraded", (400,))]
+    snaps = [
+        ModelSnapshot(10.5, "degraded", (200,)),
+        ModelSnapshot(15.0, "ready", (200, 300)),  # back at 5.0
+        ModelSnapshot(24.0, "degraded", (300,)),  # the restarted worker declared gone: a relapse
+        ModelSnapshot(30.0, "ready", (300, 400)),
+        ModelSnapshot(45.0, "degraded", (400,)),
+    ]
     assert back_at(10.0, [100], snaps, 2) == 5.0
     assert relapse_at(10.0, 5.0, 40.0, snaps, 2) == 14.0
     assert relapse_at(10.0, 5.0, 20.0, snaps, 2) is None  # the next kill came first: the drop is its own
@@ -164,8 +171,14 @@ def test_a_relapse_is_a_drop_after_healing_and_before_the_next_kill() -> None:
 
 
 def test_failures_belong_to_the_last_kill_before_them() -> None:
-    records = [_rec(1, 2, "http_503"), _rec(10, 11, "http_503"), _rec(12, 14), _rec(30, 31, "cut"),
-               _rec(29, 32, "hang", "chat_stream"), _rec(40, 41, "ok")]
+    records = [
+        _rec(1, 2, "http_503"),
+        _rec(10, 11, "http_503"),
+        _rec(12, 14),
+        _rec(30, 31, "cut"),
+        _rec(29, 32, "hang", "chat_stream"),
+        _rec(40, 41, "ok"),
+    ]
     owned = failures_by_kill([10.0, 30.0], records)
     assert [len(o) for o in owned] == [1, 2]  # the one at t=2 came before any kill
     assert [r.end for r in owned[1]] == [31, 32]
@@ -174,9 +187,14 @@ def test_failures_belong_to_the_last_kill_before_them() -> None:
 
 
 def test_status_changes_keep_only_transitions() -> None:
-    snaps = [ModelSnapshot(0.0, "ready", (1, 2)), ModelSnapshot(0.5, "ready", (1, 2)),
-             ModelSnapshot(1.0, "degraded", (2,)), ModelSnapshot(1.5, "degraded", (2,)),
-             ModelSnapshot(2.0, "degraded", (2, 3)), ModelSnapshot(2.5, "ready", (2, 3))]
+    snaps = [
+        ModelSnapshot(0.0, "ready", (1, 2)),
+        ModelSnapshot(0.5, "ready", (1, 2)),
+        ModelSnapshot(1.0, "degraded", (2,)),
+        ModelSnapshot(1.5, "degraded", (2,)),
+        ModelSnapshot(2.0, "degraded", (2, 3)),
+        ModelSnapshot(2.5, "ready", (2, 3)),
+    ]
     assert [s.t for s in status_changes(snaps)] == [0.0, 1.0, 2.0, 2.5]
     assert status_changes([]) == []
 
@@ -204,16 +222,20 @@ def test_orphans_are_seen_processes_still_alive_with_the_same_start() -> None:
     alive = {10: 500.0, 11: 999.0, 40: 7.0}  # 11's pid was reused by another process; 12 is gone
     assert orphans(seen, alive) == [{"pid": 10, "start": 500.0, "label": "model chaos-chat-0 [10]"}]
     marked = [(40, "python [40] (marker)"), (10, "dup"), (77, "exited meanwhile")]
-    assert orphans(seen, alive, marked) == [{"pid": 10, "start": 500.0, "label": "model chaos-chat-0 [10]"},
-                                           {"pid": 40, "start": 7.0, "label": "python [40] (marker)"}]
+    assert orphans(seen, alive, marked) == [
+        {"pid": 10, "start": 500.0, "label": "model chaos-chat-0 [10]"},
+        {"pid": 40, "start": 7.0, "label": "python [40] (marker)"},
+    ]
     assert orphans(seen, {}) == []
 
 
 def test_scan_finds_a_real_process_by_its_home(tmp_path: Any) -> None:
     """A real child with XINFERENCE_HOME under the root is found by the machine-wide scan; this process is not."""
     root = tmp_path / "xinf-chaos-scan"
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                             env={**os.environ, "XINFERENCE_HOME": str(root / "worker-0")})
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={**os.environ, "XINFERENCE_HOME": str(root / "worker-0")},
+    )
     try:
         psutil.Process(child.pid).environ()  # wait until the child's environment is readable
         alive, marked = _scan_ours(root)
@@ -228,16 +250,33 @@ def test_scan_finds_a_real_process_by_its_home(tmp_path: Any) -> None:
 def _report(**overrides: Any) -> dict[str, Any]:
     requests = [_rec(1.0 + i, 2.0 + i) for i in range(10)]
     requests += [_rec(1.0 + i, 1.5 + i, "complete", "chat_stream", ttft=0.2) for i in range(10)]
-    kill = KillRecord(5.0, "model", 0, "model chaos-chat-0 on worker-0", pids=[123], first_success_s=0.8,
-                      back_s=9.5)
+    kill = KillRecord(5.0, "model", 0, "model chaos-chat-0 on worker-0", pids=[123], first_success_s=0.8, back_s=9.5)
     report: dict[str, Any] = {
-        "minutes": 10.0, "concurrency": 16, "max_tokens": 16, "kill_seconds": 60.0, "seed": 1, "workers": 2,
-        "worker_share": 0.5, "stream_share": 0.5, "stream_timeout": 60.0, "request_timeout": 120.0,
-        "machine": "2 CPU cores, 8 GiB RAM", "started": "2026-01-01 00:00 UTC",
-        "requests": [r.__dict__ for r in requests], "kills": [kill.__dict__], "processes": [], "leak_suspects": [],
-        "orphans": [], "orphans_reaped": [], "late_at_shutdown": [], "events": {"replica_failed": 1},
-        "timeline": [{"t": 0.0, "status": "ready", "pids": [1, 2]}, {"t": 5.2, "status": "degraded", "pids": [2]},
-                     {"t": 14.5, "status": "ready", "pids": [2, 3]}],
+        "minutes": 10.0,
+        "concurrency": 16,
+        "max_tokens": 16,
+        "kill_seconds": 60.0,
+        "seed": 1,
+        "workers": 2,
+        "worker_share": 0.5,
+        "stream_share": 0.5,
+        "stream_timeout": 60.0,
+        "request_timeout": 120.0,
+        "machine": "2 CPU cores, 8 GiB RAM",
+        "started": "2026-01-01 00:00 UTC",
+        "requests": [r.__dict__ for r in requests],
+        "kills": [kill.__dict__],
+        "processes": [],
+        "leak_suspects": [],
+        "orphans": [],
+        "orphans_reaped": [],
+        "late_at_shutdown": [],
+        "events": {"replica_failed": 1},
+        "timeline": [
+            {"t": 0.0, "status": "ready", "pids": [1, 2]},
+            {"t": 5.2, "status": "degraded", "pids": [2]},
+            {"t": 14.5, "status": "ready", "pids": [2, 3]},
+        ],
         "log_lines": [{"count": 2, "line": "worker-0: WARNING x: replica chaos-chat-0 died | code -9"}],
     }
     report.update(overrides)
@@ -257,8 +296,9 @@ def test_a_clean_run_passes() -> None:
 
 def test_each_criterion_fails_on_its_own_finding() -> None:
     base = _report()
-    failed_chat = _report(requests=base["requests"] + [_rec(6, 7, "http_503", status=503,
-                                                            message="replica unreachable").__dict__])
+    failed_chat = _report(
+        requests=base["requests"] + [_rec(6, 7, "http_503", status=503, message="replica unreachable").__dict__]
+    )
     assert verdict(failed_chat) == ["Every non-streamed request succeeds: 1 of 11 failed"]
     assert failure_groups(failed_chat, "chat") == [(1, "http_503", 503, "replica unreachable")]
     refused = _report(requests=base["requests"] + [_rec(6, 7, "refused", "chat_stream", status=503).__dict__])
@@ -276,8 +316,10 @@ def test_each_criterion_fails_on_its_own_finding() -> None:
     leaking = _report(leak_suspects=["supervisor (API)"])
     assert verdict(leaking) == ["RSS flat (no leak suspect): supervisor (API)"]
     unhealed = _report(kills=[{**base["kills"][0], "back_s": None}])
-    assert verdict(unhealed) == ["Every kill heals (the model whole again) and stays healed until the next: 0 of 1 "
-                                 "healed; not: model chaos-chat-0 on worker-0"]
+    assert verdict(unhealed) == [
+        "Every kill heals (the model whole again) and stays healed until the next: 0 of 1 "
+        "healed; not: model chaos-chat-0 on worker-0"
+    ]
     relapsed = _report(kills=[{**base["kills"][0], "relapse_s": 14.0, "failures": 3, "failures_until_s": 15.2}])
     assert verdict(relapsed)[0].endswith("1 of 1 healed; relapsed after healing: model chaos-chat-0 on worker-0")
     assert "| 0.80 | 3 (last at 15.2) | 9.5 | 14.0 |" in render_markdown(relapsed)
@@ -311,7 +353,8 @@ def test_log_lines_group_warnings_and_set_the_shutdown_apart(tmp_path: Any) -> N
         "2026-01-01 08:00:35,003 WARNING xinference.core.worker: replica chaos-chat-1 died (code -9)\n"
         "2026-01-01 08:01:00,004 ERROR xinference.core.worker: restart 1 of chaos-chat-1 failed\n"
         "2026-01-01 08:05:00,005 WARNING xinference.cluster: worker 127.0.0.1:5 left the cluster\n"
-        "a traceback line WARNING without a timestamp\n")
+        "a traceback line WARNING without a timestamp\n"
+    )
     shutdown = time.mktime(time.strptime("2026-01-01 08:04:59", "%Y-%m-%d %H:%M:%S"))
     lines = _log_lines(tmp_path, shutdown)
     assert [(g["count"], g["when"]) for g in lines] == [(2, "run"), (1, "run"), (1, "shutdown")]

@@ -14,9 +14,25 @@ from benchmark.compare_mlx import resolved_settings
 from benchmark.compare_vllm import launch_options, managed_platform_cpu
 
 PLATFORM_ARGV = [
-    "/envs/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/w/smollm2",
-    "--served-model-name", "bench-vllm", "--host", "127.0.0.1", "--port", "41234", "--tensor-parallel-size", "1",
-    "--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager", "--disable-uvicorn-access-log",
+    "/envs/vllm/bin/python",
+    "-m",
+    "vllm.entrypoints.openai.api_server",
+    "--model",
+    "/w/smollm2",
+    "--served-model-name",
+    "bench-vllm",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "41234",
+    "--tensor-parallel-size",
+    "1",
+    "--max-model-len",
+    "2048",
+    "--dtype",
+    "bfloat16",
+    "--enforce-eager",
+    "--disable-uvicorn-access-log",
 ]
 
 
@@ -30,13 +46,30 @@ def test_raw_vllm_command_is_the_platforms_with_its_own_port_and_name() -> None:
 
 def test_raw_vllm_command_handles_equals_form_and_missing_flags() -> None:
     command = _raw_vllm.raw_command(["python", "-m", _raw_vllm.MODULE, "--port=1", "--dtype", "bfloat16"], 7, "r")
-    assert command == ["python", "-m", _raw_vllm.MODULE, "--port", "7", "--dtype", "bfloat16",
-                       "--served-model-name", "r"]
+    assert command == [
+        "python",
+        "-m",
+        _raw_vllm.MODULE,
+        "--port",
+        "7",
+        "--dtype",
+        "bfloat16",
+        "--served-model-name",
+        "r",
+    ]
 
 
 def test_raw_vllm_env_copies_engine_variables_but_never_the_api_key() -> None:
-    env = _raw_vllm.copied_env({"VLLM_API_KEY": "secret", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-                                "PATH": "/bin", "HOME": "/root", "VLLM_USE_AOT_COMPILE": "0"})
+    env = _raw_vllm.copied_env(
+        {
+            "VLLM_API_KEY": "secret",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/bin",
+            "HOME": "/root",
+            "VLLM_USE_AOT_COMPILE": "0",
+        }
+    )
     assert env == {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_USE_AOT_COMPILE": "0"}
 
 
@@ -52,8 +85,7 @@ def test_vllm_launch_options_follow_the_shared_config() -> None:
 
 def test_managed_platform_cpu_counts_api_and_actor_and_compares_engines() -> None:
     cpu = {"ours": {"api": 0.2, "actor": 0.5, "engine": 12.0}, "raw": {"engine": 11.0}}
-    assert managed_platform_cpu(cpu) == pytest.approx(
-        {"api": 0.2, "actor": 0.5, "total": 0.7, "engine_minus_raw": 1.0})
+    assert managed_platform_cpu(cpu) == pytest.approx({"api": 0.2, "actor": 0.5, "total": 0.7, "engine_minus_raw": 1.0})
     assert managed_platform_cpu({"ours": {}, "raw": {}})["total"] is None
 
 
@@ -76,8 +108,9 @@ def _model_folder(folder: Path) -> Path:
     (folder / "config.json").write_text(json.dumps({"eos_token_id": 2, "rope_parameters": {"rope_theta": 1e5}}))
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7]}))
     (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|end|>"}))
-    (folder / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 9, "content": "<|end|>"},
-                                                                         {"id": 1, "content": "<s>"}]}))
+    (folder / "tokenizer.json").write_text(
+        json.dumps({"added_tokens": [{"id": 9, "content": "<|end|>"}, {"id": 1, "content": "<s>"}]})
+    )
     (folder / "model.safetensors").write_bytes(b"weights")
     return folder
 
@@ -113,11 +146,15 @@ def test_mlx_settings_prefer_what_the_platform_reports() -> None:
 
 
 def test_comparison_table_shows_itl_side_by_side() -> None:
-    side = {"output_throughput": 100.0, "ttft_ms_p50": 20.0, "tpot_ms_p50": 9.0, "itl_ms_p50": 8.5,
-            "itl_ms_p99": 30.25}
+    side = {"output_throughput": 100.0, "ttft_ms_p50": 20.0, "tpot_ms_p50": 9.0, "itl_ms_p50": 8.5, "itl_ms_p99": 30.25}
     ours = {**side, "itl_ms_p50": 9.0, "itl_ms_p99": 41.0}
-    level = {"concurrency": 1, "raw": side, "ours": ours, "rounds": [],
-             "compare": {"output_throughput_ratio": 0.99, "ttft_p50_added_ms": 1.0, "tpot_p50_ratio": 1.01}}
+    level = {
+        "concurrency": 1,
+        "raw": side,
+        "ours": ours,
+        "rounds": [],
+        "compare": {"output_throughput_ratio": 0.99, "ttft_p50_added_ms": 1.0, "tpot_p50_ratio": 1.01},
+    }
     table = format_comparison([level])
     assert "ITL50 raw/ours" in table.splitlines()[0] and "ITL99 raw/ours" in table.splitlines()[0]
     assert "8.5/9.0" in table and "30.2/41.0" in table
@@ -130,8 +167,10 @@ def test_launch_plan_uses_the_gguf_for_llama_cpp_and_small_contexts_elsewhere() 
 
 
 def test_install_figure_without_install_reports_the_env_state(tmp_path: Path) -> None:
-    assert engine_launch.install_figure("Transformers", False, tmp_path) == {"status": "main environment",
-                                                                             "seconds": None}
+    assert engine_launch.install_figure("Transformers", False, tmp_path) == {
+        "status": "main environment",
+        "seconds": None,
+    }
     missing = engine_launch.install_figure("vLLM", False, tmp_path)
     assert missing["installed"] is False and missing["seconds"] is None
 
@@ -148,8 +187,10 @@ def test_prompt_tokens_are_compared_only_where_both_sides_completed_alike() -> N
     from benchmark.stats import RequestResult
 
     def run(side: str, ok: int, failed: int) -> RunRecord:
-        results = [RequestResult(start_time=0.0, ok=True, ttft=0.1, e2e=1.0, completion_tokens=4, prompt_tokens=10)
-                   for _ in range(ok)] + [RequestResult(start_time=0.0, error="503") for _ in range(failed)]
+        results = [
+            RequestResult(start_time=0.0, ok=True, ttft=0.1, e2e=1.0, completion_tokens=4, prompt_tokens=10)
+            for _ in range(ok)
+        ] + [RequestResult(start_time=0.0, error="503") for _ in range(failed)]
         return RunRecord(Step(0, 4, side), results, 1.0)
 
     config = CompareConfig(rounds=1, concurrency=(4,), max_tokens=4)

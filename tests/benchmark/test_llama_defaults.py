@@ -47,8 +47,9 @@ def test_the_grid_crosses_layout_and_slots_then_varies_one_option_at_a_time() ->
 
 
 def test_a_config_reaches_the_raw_server_as_its_arguments() -> None:
-    config = LlamaConfig("x", kv_unified=False, n_parallel=8, n_batch=512, n_ubatch=256, cache_reuse=256,
-                         cache_ram_mib=0)
+    config = LlamaConfig(
+        "x", kv_unified=False, n_parallel=8, n_batch=512, n_ubatch=256, cache_reuse=256, cache_ram_mib=0
+    )
     settings = config.settings(n_ctx=4096, threads=2)
     args = _ExtendedSettings(**settings.as_dict(), extra=tuple(config.extra_args())).to_args()
     parsed = _raw_server.parse_args(["--model", "m.gguf", *args])
@@ -92,8 +93,11 @@ def test_run_metrics_split_first_and_repeated_turns() -> None:
 
 
 def test_medians_skip_missing_rounds() -> None:
-    rounds = [{"ttft_ms_p50": 10.0, "output_throughput": 5.0}, {"ttft_ms_p50": 30.0, "output_throughput": None},
-              {"ttft_ms_p50": 20.0, "output_throughput": 7.0}]
+    rounds = [
+        {"ttft_ms_p50": 10.0, "output_throughput": 5.0},
+        {"ttft_ms_p50": 30.0, "output_throughput": None},
+        {"ttft_ms_p50": 20.0, "output_throughput": 7.0},
+    ]
     medians = median_metrics(rounds)
     assert medians["ttft_ms_p50"] == 20.0 and medians["output_throughput"] == 6.0 and medians["tpot_ms_p50"] is None
 
@@ -103,8 +107,12 @@ def _figures(tps1: float, ttft1: float, tps4: float, ttft4: float) -> dict[int, 
 
 
 def test_the_best_is_better_on_average_over_throughput_and_first_token() -> None:
-    medians = {"base": _figures(10, 100, 20, 200), "faster": _figures(11, 50, 22, 100),
-               "throughput-only": _figures(10, 300, 30, 600), "broken": _figures(0, 100, 20, 200)}
+    medians = {
+        "base": _figures(10, 100, 20, 200),
+        "faster": _figures(11, 50, 22, 100),
+        "throughput-only": _figures(10, 300, 30, 600),
+        "broken": _figures(0, 100, 20, 200),
+    }
     best, scores = pick_best(medians, "base")
     assert best == "faster" and scores["base"] == 0.0
     assert scores["faster"] == pytest.approx((2 * math.log(1.1) + 2 * math.log(2)) / 4)
@@ -118,10 +126,21 @@ def test_the_page_lists_every_configuration_best_first() -> None:
         for figures in by_c.values():
             figures.update(ttft_turn1_ms_p50=1.0, ttft_turn2_ms_p50=2.0, tpot_ms_p50=3.0)
     best, scores = pick_best(medians, "base")
-    page = render_markdown({"model": "m.gguf", "machine": "x86_64", "xllamacpp": "1", "rounds": 2,
-                            "foreign_share": 0.5, "system_prompt_tokens": 310, "baseline": "base",
-                            "workload": {"max_tokens": 16, "concurrency": [1, 4]}, "medians": medians,
-                            "scores": scores, "best": best})
+    page = render_markdown(
+        {
+            "model": "m.gguf",
+            "machine": "x86_64",
+            "xllamacpp": "1",
+            "rounds": 2,
+            "foreign_share": 0.5,
+            "system_prompt_tokens": 310,
+            "baseline": "base",
+            "workload": {"max_tokens": 16, "concurrency": [1, 4]},
+            "medians": medians,
+            "scores": scores,
+            "best": best,
+        }
+    )
     rows = [line for line in page.splitlines() if line.startswith("| faster") or line.startswith("| base")]
     assert rows[0].startswith("| faster **best**") and "+0.000" in rows[1]
     assert "others' load during the run: 50%" in page and "~310-token system prompt" in page
@@ -145,8 +164,10 @@ def test_the_gpu_sweep_offloads_every_layer_with_more_slots(tmp_path: Path) -> N
 def test_prefilled_tokens_are_read_from_llama_cpps_log() -> None:
     from benchmark.llama_defaults import prefilled_tokens
 
-    log = ("0.01 I slot print_timing: id  3 | task 0 | prompt eval time =   19179.96 ms /   382 tokens (   50.21 ms "
-           "per token)\n0.02 I slot print_timing: id  3 | task 0 |        eval time =    2603.99 ms /    16 tokens\n"
-           "0.03 I slot print_timing: id  1 | task 5 | prompt eval time =    3818.25 ms /    63 tokens (60 ms)\n")
+    log = (
+        "0.01 I slot print_timing: id  3 | task 0 | prompt eval time =   19179.96 ms /   382 tokens (   50.21 ms "
+        "per token)\n0.02 I slot print_timing: id  3 | task 0 |        eval time =    2603.99 ms /    16 tokens\n"
+        "0.03 I slot print_timing: id  1 | task 5 | prompt eval time =    3818.25 ms /    63 tokens (60 ms)\n"
+    )
     assert prefilled_tokens(log) == [382, 63]
     assert prefilled_tokens("") == []

@@ -13,18 +13,28 @@ from benchmark.targets import evaluate_targets
 
 
 def level(c: int, ratio: float, added: float, cpu: float | None, foreign: float = 0.01) -> dict[str, Any]:
-    raw = {"output_throughput": 30.0, "ttft_ms_p50": 80.0, "tpot_ms_p50": 33.0, "itl_ms_p50": 32.5,
-           "itl_ms_p99": 60.0}
+    raw = {"output_throughput": 30.0, "ttft_ms_p50": 80.0, "tpot_ms_p50": 33.0, "itl_ms_p50": 32.5, "itl_ms_p99": 60.0}
     ours = {**raw, "output_throughput": 30.0 * ratio, "ttft_ms_p50": 80.0 + added, "itl_ms_p50": 34.0}
-    return {"concurrency": c, "raw": raw, "ours": ours, "rounds": [],
-            "compare": {"output_throughput_ratio": ratio, "ttft_p50_added_ms": added, "tpot_p50_ratio": 1.02},
-            "platform_cpu_ms_per_token": {"total": cpu}, "max_foreign_share": foreign}
+    return {
+        "concurrency": c,
+        "raw": raw,
+        "ours": ours,
+        "rounds": [],
+        "compare": {"output_throughput_ratio": ratio, "ttft_p50_added_ms": added, "tpot_p50_ratio": 1.02},
+        "platform_cpu_ms_per_token": {"total": cpu},
+        "max_foreign_share": foreign,
+    }
 
 
 def engine_result(ratio: float = 0.97, added: float = 6.0) -> dict[str, Any]:
-    return {"config": {"num_prompts": 8, "max_tokens": 32, "rounds": 2, "n_parallel": 4},
-            "levels": [level(1, ratio, added, 0.9), level(4, 0.99, 2.0, 0.25)], "problems": [],
-            "prompt_tokens_equal": True, "launch_seconds": 65.7, "raw_ready_seconds": 56.8}
+    return {
+        "config": {"num_prompts": 8, "max_tokens": 32, "rounds": 2, "n_parallel": 4},
+        "levels": [level(1, ratio, added, 0.9), level(4, 0.99, 2.0, 0.25)],
+        "problems": [],
+        "prompt_tokens_equal": True,
+        "launch_seconds": 65.7,
+        "raw_ready_seconds": 56.8,
+    }
 
 
 def test_every_engine_gets_the_parity_targets_under_its_name() -> None:
@@ -44,24 +54,43 @@ def test_engine_section_shows_itl_side_by_side_and_the_failed_engine() -> None:
 
 
 def test_launch_section_lists_each_engine_with_its_install_state() -> None:
-    launches = {"engines": {
-        "llama.cpp": {"install": {"status": "main environment", "seconds": None}, "launch_seconds": 1.2,
-                      "first_token_seconds": 0.05, "model_rss_mb": 300.0},
-        "vLLM": {"install": {"status": "installed fresh", "seconds": 118.0}, "launch_seconds": 66.0,
-                 "first_token_seconds": 0.4, "model_rss_mb": 3600.0},
-        "MLX": {"install": {"status": "not installed", "seconds": None, "installed": False},
-                "skipped": "its environment is not installed"},
-    }}
+    launches = {
+        "engines": {
+            "llama.cpp": {
+                "install": {"status": "main environment", "seconds": None},
+                "launch_seconds": 1.2,
+                "first_token_seconds": 0.05,
+                "model_rss_mb": 300.0,
+            },
+            "vLLM": {
+                "install": {"status": "installed fresh", "seconds": 118.0},
+                "launch_seconds": 66.0,
+                "first_token_seconds": 0.4,
+                "model_rss_mb": 3600.0,
+            },
+            "MLX": {
+                "install": {"status": "not installed", "seconds": None, "installed": False},
+                "skipped": "its environment is not installed",
+            },
+        }
+    }
     text = "\n".join(launch_section(launches))
     assert "| llama.cpp | main environment | 1.20 s | 0.05 s | 300 MiB |" in text
     assert "installed fresh 118.0 s" in text and "its environment is not installed" in text
 
 
 def test_batching_section_renders_whatever_levels_were_measured() -> None:
-    batching = {"embeddings": {"c1_req_s": 40.0, "c1_tok_s": 400.0, "c16_req_s": 150.0, "c16_tok_s": 1500.0,
-                               "ratio": 3.75},
-                "transformers": {"c1_tok_s": 20.0, "c4_tok_s": 50.0, "c8_tok_s": 70.0, "c16_tok_s": 90.0,
-                                 "ratio_c8_c1": 3.5, "c1_errors": 0}}
+    batching = {
+        "embeddings": {"c1_req_s": 40.0, "c1_tok_s": 400.0, "c16_req_s": 150.0, "c16_tok_s": 1500.0, "ratio": 3.75},
+        "transformers": {
+            "c1_tok_s": 20.0,
+            "c4_tok_s": 50.0,
+            "c8_tok_s": 70.0,
+            "c16_tok_s": 90.0,
+            "ratio_c8_c1": 3.5,
+            "c1_errors": 0,
+        },
+    }
     text = "\n".join(batching_section(batching))
     assert "| workload | c=1 | c=4 | c=8 | c=16 | gain |" in text
     assert "| transformers (tok/s) | 20.0 | 50.0 | 70.0 | 90.0 | c8_c1 3.50 x |" in text
@@ -93,10 +122,25 @@ def test_noise_warning_covers_the_other_engines() -> None:
 
 
 def test_full_report_renders_every_new_section() -> None:
-    machine = {"date": "d", "cpu": "c", "cores": 2, "cores_physical": 2, "ram_gib": 8.0, "os": "Linux",
-               "python": "3.11", "xinference": "0", "xllamacpp": "0", "xoscar": "0", "load_average_start": [0, 0, 0]}
-    report = {"machine": machine, "engines": {"MLX": engine_result()}, "scale": {"summary": {"workers": 3}},
-              "engine_launch": {"engines": {}}}
+    machine = {
+        "date": "d",
+        "cpu": "c",
+        "cores": 2,
+        "cores_physical": 2,
+        "ram_gib": 8.0,
+        "os": "Linux",
+        "python": "3.11",
+        "xinference": "0",
+        "xllamacpp": "0",
+        "xoscar": "0",
+        "load_average_start": [0, 0, 0],
+    }
+    report = {
+        "machine": machine,
+        "engines": {"MLX": engine_result()},
+        "scale": {"summary": {"workers": 3}},
+        "engine_launch": {"engines": {}},
+    }
     text = render_markdown(report)
     assert "## Other engines against their own servers" in text and "## Scale simulation" in text
     assert "MLX: output tok/s ours/raw, c=1" in text  # in the targets table and the gaps

@@ -22,8 +22,12 @@ def test_buckets_take_medians_of_consecutive_launches() -> None:
 
 
 def test_degradation_is_the_first_bucket_at_twice_the_first_median() -> None:
-    buckets = [{"upto": 10, "median_ms": 5.0}, {"upto": 20, "median_ms": 9.9}, {"upto": 30, "median_ms": 10.0},
-               {"upto": 40, "median_ms": 50.0}]
+    buckets = [
+        {"upto": 10, "median_ms": 5.0},
+        {"upto": 20, "median_ms": 9.9},
+        {"upto": 30, "median_ms": 10.0},
+        {"upto": 40, "median_ms": 50.0},
+    ]
     assert first_degradation(buckets) == 30
     assert first_degradation(buckets, factor=20) is None
     assert first_degradation([]) is None

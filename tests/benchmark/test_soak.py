@@ -74,9 +74,18 @@ def test_empty_series_summarizes_without_failing() -> None:
 
 def _report(**overrides: object) -> dict[str, object]:
     report: dict[str, object] = {
-        "minutes": 10.0, "concurrency": 16, "machine": "2 CPU cores, 8 GiB RAM", "started": "2026-01-01 00:00 UTC",
-        "churn_model": "gemma-3-270m", "churn_cycles": 19, "done": {"chat": 120, "chat_stream": 150, "embeddings": 90},
-        "errors": {}, "error_samples": [], "leftovers": [], "leak_suspects": [], "notes": ["busy machine"],
+        "minutes": 10.0,
+        "concurrency": 16,
+        "machine": "2 CPU cores, 8 GiB RAM",
+        "started": "2026-01-01 00:00 UTC",
+        "churn_model": "gemma-3-270m",
+        "churn_cycles": 19,
+        "done": {"chat": 120, "chat_stream": 150, "embeddings": 90},
+        "errors": {},
+        "error_samples": [],
+        "leftovers": [],
+        "leak_suspects": [],
+        "notes": ["busy machine"],
         "processes": [summarize_series(_series("server (API + supervisor + worker)", 0.1))],
     }
     report.update(overrides)
@@ -96,8 +105,9 @@ def test_markdown_report() -> None:
     text = render_markdown(_report())
     assert "**Result: PASS**" in text
     assert "| chat | 120 | 0 |" in text
-    assert ("| server (API + supervisor + worker) | 121 | 10.0 | 100.0 → 101.0 (101.0) | 0.1 | 0.1 | 0.1 "
-            "| 20 → 20 |") in text
+    assert (
+        "| server (API + supervisor + worker) | 121 | 10.0 | 100.0 → 101.0 (101.0) | 0.1 | 0.1 | 0.1 | 20 → 20 |"
+    ) in text
     assert "19 launch/terminate cycles of `gemma-3-270m`" in text
     assert "- busy machine" in text
 

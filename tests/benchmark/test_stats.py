@@ -55,9 +55,7 @@ def test_percentile_single_value_and_errors() -> None:
         percentile([1.0], 101)
 
 
-def _ok(
-    ttft: float, e2e: float, tokens: int, itl: list[float] | None = None
-) -> RequestResult:
+def _ok(ttft: float, e2e: float, tokens: int, itl: list[float] | None = None) -> RequestResult:
     return RequestResult(
         ok=True,
         ttft=ttft,
@@ -72,9 +70,7 @@ def test_tpot_excludes_first_token_and_single_token_requests() -> None:
     # (1.0 s - 0.1 s) spread over the 9 tokens after the first one
     assert tpot(_ok(0.1, 1.0, 10)) == pytest.approx(0.1)
     assert tpot(_ok(0.1, 0.1, 1)) is None
-    assert (
-        tpot(RequestResult(ok=False, ttft=0.1, e2e=1.0, completion_tokens=10)) is None
-    )
+    assert tpot(RequestResult(ok=False, ttft=0.1, e2e=1.0, completion_tokens=10)) is None
 
 
 def test_summarize_latencies_throughput_and_errors() -> None:
@@ -286,9 +282,7 @@ def _run(url: str, mode: str, **kwargs: Any) -> tuple[list[RequestResult], float
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_stream_timings_and_usage_tokens(server_url: str, endpoint: str) -> None:
-    results, wall = _run(
-        server_url, "ok", endpoint=endpoint, ignore_eos=True, api_key="secret"
-    )
+    results, wall = _run(server_url, "ok", endpoint=endpoint, ignore_eos=True, api_key="secret")
     (result,) = results
     assert result.ok and result.error == ""
     # tokens come from the usage chunk (5), not from the 3 content chunks

@@ -28,13 +28,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 
 def _cli(server: LocalServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XINFERENCE_ENDPOINT": server.endpoint}
-    return subprocess.run([sys.executable, "-m", "xinference.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "xinference.cli", *args], capture_output=True, text=True, env=env, timeout=900
+    )
 
 
 def test_nothing_to_install_is_a_clear_400(server: LocalServer) -> None:
-    for engine, words in (("llama.cpp", "runs from the platform's own installation, where it is installed"),
-                          ("SGLang", "cannot be installed on this worker"), ("nope", "unknown engine")):
+    for engine, words in (
+        ("llama.cpp", "runs from the platform's own installation, where it is installed"),
+        ("SGLang", "cannot be installed on this worker"),
+        ("nope", "unknown engine"),
+    ):
         response = httpx.post(f"{server.api}/engines/{engine}/install", json={}, timeout=30)
         assert response.status_code == 400, response.text
         assert words in response.json()["error"]["message"]

@@ -12,9 +12,14 @@ from xinference.engines.envs import InstallProgress
 
 def test_the_job_keeps_every_stage_once_in_order() -> None:
     job = _Job("MLX")
-    for stage, message in (("queued", ""), ("creating", "creating the env"), ("resolving", "Collecting mlx"),
-                           ("resolving", "Collecting mlx-lm"), ("downloading", "Downloading mlx"),
-                           ("done", "MLX installed")):
+    for stage, message in (
+        ("queued", ""),
+        ("creating", "creating the env"),
+        ("resolving", "Collecting mlx"),
+        ("resolving", "Collecting mlx-lm"),
+        ("downloading", "Downloading mlx"),
+        ("done", "MLX installed"),
+    ):
         job.record(InstallProgress("MLX", stage, message).to_dict())
     assert [s["stage"] for s in job.stages] == ["queued", "creating", "resolving", "downloading", "done"]
     assert job.stages[2]["message"] == "Collecting mlx"  # the stage's first line, not its last
@@ -24,10 +29,18 @@ def test_the_job_keeps_every_stage_once_in_order() -> None:
 def test_the_cli_prints_stages_it_never_polled(capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, int] = {}
     first = {"worker": "w1", "stages": [{"stage": "queued", "message": ""}]}
-    later = {"worker": "w1", "stages": [{"stage": "queued", "message": ""},
-                                        {"stage": "resolving", "message": "Collecting mlx"},
-                                        {"stage": "done", "message": "MLX installed"}]}
+    later = {
+        "worker": "w1",
+        "stages": [
+            {"stage": "queued", "message": ""},
+            {"stage": "resolving", "message": "Collecting mlx"},
+            {"stage": "done", "message": "MLX installed"},
+        ],
+    }
     for status in (first, first, later, later):
         _echo_progress(status, seen)
     assert capsys.readouterr().out.splitlines() == [
-        "w1: [queued]", "w1: [resolving] Collecting mlx", "w1: [done] MLX installed"]
+        "w1: [queued]",
+        "w1: [resolving] Collecting mlx",
+        "w1: [done] MLX installed",
+    ]

@@ -19,7 +19,8 @@ def test_gpu_indices_become_ints(given: object, sent: object) -> None:
 
 def test_bad_gpu_indices_are_a_usage_error_naming_the_option() -> None:
     for bad in ("0,x", "0,,1", "1.5", "-1", "²"):
-        result = CliRunner().invoke(main, ["launch", "-e", "http://127.0.0.1:1", "-n", DEFAULT_MODEL,
-                                           "--gpu_idx", bad], catch_exceptions=False)
+        result = CliRunner().invoke(
+            main, ["launch", "-e", "http://127.0.0.1:1", "-n", DEFAULT_MODEL, "--gpu_idx", bad], catch_exceptions=False
+        )
         assert result.exit_code == 2, (bad, result.output)
         assert "--gpu_idx takes GPU indices separated by commas" in result.output

@@ -54,14 +54,28 @@ def test_exports(module: str, exported: set[str]) -> None:
 
 def test_every_command_is_on_the_group() -> None:
     assert set(main.commands) == {
-        "launch", "cached", "remove-cache", "list", "terminate", "register", "unregister", "registrations",
-        "engine", "logs", "unload", "load", "devices", "launch-history", "chat",
+        "launch",
+        "cached",
+        "remove-cache",
+        "list",
+        "terminate",
+        "register",
+        "unregister",
+        "registrations",
+        "engine",
+        "logs",
+        "unload",
+        "load",
+        "devices",
+        "launch-history",
+        "chat",
     }
 
 
 def test_python_dash_m_runs_the_cli() -> None:
-    done = subprocess.run([sys.executable, "-m", "xinference.cli", "--help"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "xinference.cli", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert "launch" in done.stdout and "registrations" in done.stdout
 
@@ -71,7 +85,11 @@ def test_deploy_keeps_only_process_bootstrapping() -> None:
 
     deploy_dir = Path(xinference.deploy.__file__).parent
     assert sorted(p.name for p in deploy_dir.glob("*.py")) == [
-        "__init__.py", "bootstrap.py", "cluster.py", "local.py", "logs.py"
+        "__init__.py",
+        "bootstrap.py",
+        "cluster.py",
+        "local.py",
+        "logs.py",
     ]
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("xinference.deploy.cli")
@@ -250,7 +268,15 @@ def test_chat_reads_lines_until_exit(endpoint: str) -> None:
 
 def test_chat_keeps_history_and_ends_on_eof(endpoint: str) -> None:
     result = run(
-        "chat", "-e", endpoint, "-u", DEFAULT_MODEL, "--max-tokens", "4", "--system", "Be brief.",
+        "chat",
+        "-e",
+        endpoint,
+        "-u",
+        DEFAULT_MODEL,
+        "--max-tokens",
+        "4",
+        "--system",
+        "Be brief.",
         input="Hi\n\nWhat is the capital of France?\n",
     )
     assert result.exit_code == 0, result.output

@@ -19,8 +19,9 @@ class _LogServer:
     def _size(self) -> int:
         return sum(len(line) + 1 for line in self.lines)
 
-    def get_model_logs(self, model_uid: str, replica: str | None = None, tail: int = 200,
-                       since: int | None = None) -> dict[str, Any]:
+    def get_model_logs(
+        self, model_uid: str, replica: str | None = None, tail: int = 200, since: int | None = None
+    ) -> dict[str, Any]:
         self.calls.append({"uid": model_uid, "replica": replica, "tail": tail, "since": since})
         if self.truncate_at_call == len(self.calls):
             self.lines = ["restarted"]
@@ -33,8 +34,15 @@ class _LogServer:
         else:
             text = "".join(line + "\n" for line in self.lines)[since:]
             lines = text.splitlines()
-        return {"model_uid": model_uid, "replica_uid": f"{model_uid}-0", "lines": lines, "offset": size,
-                "size": size, "truncated": False, "reset": reset}
+        return {
+            "model_uid": model_uid,
+            "replica_uid": f"{model_uid}-0",
+            "lines": lines,
+            "offset": size,
+            "size": size,
+            "truncated": False,
+            "reset": reset,
+        }
 
 
 def test_follow_prints_the_tail_then_only_new_lines() -> None:

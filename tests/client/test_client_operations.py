@@ -26,8 +26,11 @@ def client(endpoint: str) -> Iterator[Client]:
 
 def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """Every sample of a Prometheus page (which must parse), keyed by name and labels."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def _value(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
@@ -55,8 +58,9 @@ def test_list_devices_is_the_cluster_info_list(client: Client, endpoint: str) ->
     devices = client.list_devices()
     info = httpx.get(f"{endpoint}/v1/cluster/info", timeout=30).json()
     assert isinstance(devices, list)
-    assert [(d["worker"], d["index"], d["name"]) for d in devices] == \
-        [(d["worker"], d["index"], d["name"]) for d in info["devices"]]
+    assert [(d["worker"], d["index"], d["name"]) for d in devices] == [
+        (d["worker"], d["index"], d["name"]) for d in info["devices"]
+    ]
     workers = info["workers"]
     assert len(devices) == sum(len(w["hardware"]["gpus"]) for w in workers)
 
@@ -87,8 +91,7 @@ def test_launch_with_keep_alive_unload_load_and_metrics(client: Client) -> None:
 
         page = _samples(client.get_metrics())
         labels = {"model_name": UID, "engine": "llama.cpp"}
-        assert _value(page, "xinference:requests_total", route="/v1/chat/completions", outcome="success",
-                      **labels) == 1
+        assert _value(page, "xinference:requests_total", route="/v1/chat/completions", outcome="success", **labels) == 1
         assert _value(page, "xinference:model_status", status="ready", **labels) == 1
         assert _value(page, "xinference:model_replicas", **labels) == 1
     finally:

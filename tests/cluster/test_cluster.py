@@ -37,14 +37,17 @@ class Cluster:
         home = self.root / name
         home.mkdir(exist_ok=True)
         log = (home / "process.out").open("ab")
-        process = subprocess.Popen([sys.executable, "-m", "xinference.deploy.cluster", *args], stdout=log,
-                                   stderr=subprocess.STDOUT, env={**os.environ, **ENV, "XINFERENCE_HOME": str(home)})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "xinference.deploy.cluster", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **ENV, "XINFERENCE_HOME": str(home)},
+        )
         self.processes[name] = process
         return process
 
     def start_supervisor(self) -> None:
-        self.start("supervisor", "supervisor", "--port", str(self.port), "--supervisor-port",
-                   str(self.supervisor_port))
+        self.start("supervisor", "supervisor", "--port", str(self.port), "--supervisor-port", str(self.supervisor_port))
         wait_for(lambda: _ok(f"{self.endpoint}/v1/cluster/auth"), 30, "the supervisor to answer")
 
     def start_worker(self, name: str) -> None:
@@ -54,8 +57,11 @@ class Cluster:
         return httpx.get(f"{self.endpoint}{path}", timeout=30).json()
 
     def chat(self) -> httpx.Response:
-        return httpx.post(f"{self.endpoint}/v1/chat/completions", timeout=60, json={
-            "model": "smollm2-instruct", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})
+        return httpx.post(
+            f"{self.endpoint}/v1/chat/completions",
+            timeout=60,
+            json={"model": "smollm2-instruct", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
+        )
 
     def workers(self) -> list[str]:
         return [w["address"] for w in self.get("/v1/workers")]
@@ -96,8 +102,11 @@ def _model_children(process: subprocess.Popen[bytes]) -> list[psutil.Process]:
 
 
 def test_cluster_survives_worker_model_and_supervisor_failures(cluster: Cluster) -> None:
-    launched = httpx.post(f"{cluster.endpoint}/v1/models", timeout=180,
-                          json={"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "replica": 2})
+    launched = httpx.post(
+        f"{cluster.endpoint}/v1/models",
+        timeout=180,
+        json={"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "replica": 2},
+    )
     assert launched.status_code == 200, launched.text
     info = cluster.get("/v1/models/smollm2-instruct")
     assert len({r["worker_address"] for r in info["replicas"]}) == 2  # one replica on each worker
@@ -131,7 +140,8 @@ def test_cluster_survives_worker_model_and_supervisor_failures(cluster: Cluster)
     wait_for(restarted, 60, "the model process to be restarted")
     recovery = time.monotonic() - restarted_at
     assert "exited with code" in " ".join(
-        e["message"] for e in cluster.get("/v1/models/smollm2-instruct/events")["events"])
+        e["message"] for e in cluster.get("/v1/models/smollm2-instruct/events")["events"]
+    )
     wait_for(lambda: cluster.chat().status_code == 200, 30, "the restarted replica to serve")
 
     # 3. the supervisor dies and comes back: the worker re-registers with its running model, no relaunch
@@ -142,8 +152,10 @@ def test_cluster_survives_worker_model_and_supervisor_failures(cluster: Cluster)
     wait_for(lambda: _ok(f"{cluster.endpoint}/v1/models/smollm2-instruct"), 20, "the model to be re-adopted")
     assert cluster.chat().status_code == 200
     assert [p.pid for p in _model_children(cluster.processes["worker-b"])] == pid_before
-    print(f"6 requests after the worker kill served in {served_in:.1f}s; worker loss detected in {detection:.1f}s; "
-          f"model process restarted in {recovery:.1f}s")
+    print(
+        f"6 requests after the worker kill served in {served_in:.1f}s; worker loss detected in {detection:.1f}s; "
+        f"model process restarted in {recovery:.1f}s"
+    )
 
 
 def test_restarted_worker_relaunches_its_models(cluster: Cluster) -> None:
@@ -152,8 +164,11 @@ def test_restarted_worker_relaunches_its_models(cluster: Cluster) -> None:
     hosting = next(n for n in ("worker-a", "worker-b") if _model_children(cluster.processes[n]))
     cluster.processes[hosting].send_signal(signal.SIGTERM)
     cluster.processes[hosting].wait(30)
-    wait_for(lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "unavailable", 15,
-             "the model to lose its only replica")
+    wait_for(
+        lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "unavailable",
+        15,
+        "the model to lose its only replica",
+    )
     assert cluster.chat().status_code == 503
     cluster.start_worker(hosting)  # same XINFERENCE_HOME: it relaunches what it ran
     wait_for(lambda: cluster.get("/v1/models/smollm2-instruct")["status"] == "ready", 60, "the relaunch")

@@ -13,15 +13,21 @@ UID = "cluster-metrics"
 
 
 def test_supervisor_metrics_cover_every_worker(cluster: Cluster) -> None:
-    launched = httpx.post(f"{cluster.endpoint}/v1/models", timeout=180, json={
-        "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "model_uid": UID, "replica": 2})
+    launched = httpx.post(
+        f"{cluster.endpoint}/v1/models",
+        timeout=180,
+        json={"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "model_uid": UID, "replica": 2},
+    )
     assert launched.status_code == 200, launched.text
     hosts = {r["worker_address"] for r in cluster.get(f"/v1/models/{UID}")["replicas"]}
     workers = set(cluster.workers())
     assert hosts == workers  # one replica on each worker
     for _ in range(2):
-        reply = httpx.post(f"{cluster.endpoint}/v1/chat/completions", timeout=60, json={
-            "model": UID, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+        reply = httpx.post(
+            f"{cluster.endpoint}/v1/chat/completions",
+            timeout=60,
+            json={"model": UID, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+        )
         assert reply.status_code == 200, reply.text
 
     page = scrape(cluster.endpoint)
@@ -29,8 +35,12 @@ def test_supervisor_metrics_cover_every_worker(cluster: Cluster) -> None:
     def labelled(name: str, label: str, **labels: str) -> set[str]:
         return {dict(ls)[label] for (n, ls), _ in page.items() if n == name and set(labels.items()) <= set(ls)}
 
-    for name in ("xinference:worker_cpu_count", "xinference:worker_memory_total_bytes",
-                 "xinference:worker_heartbeat_age_seconds", "xinference:worker_cpu_utilization"):
+    for name in (
+        "xinference:worker_cpu_count",
+        "xinference:worker_memory_total_bytes",
+        "xinference:worker_heartbeat_age_seconds",
+        "xinference:worker_cpu_utilization",
+    ):
         assert labelled(name, "worker") == workers, name  # the last one is pulled from each worker at scrape time
     for worker in workers:
         assert value(page, "xinference:worker_cpu_count", worker=worker) >= 1

@@ -34,17 +34,29 @@ FOLLOWING = 8
 def _launch_two_replicas(cluster: Cluster) -> None:
     """Two replicas, one per worker. Here both workers share one machine: one thread each keeps the replicas from
     preempting each other's threads (on machines of their own they would not), so the timings are the failover's."""
-    launched = httpx.post(f"{cluster.endpoint}/v1/models", timeout=180, json={
-        "model_name": MODEL, "model_engine": "llama.cpp", "replica": 2, "n_ctx": 1024, "n_threads": 1,
-        "n_threads_batch": 1})
+    launched = httpx.post(
+        f"{cluster.endpoint}/v1/models",
+        timeout=180,
+        json={
+            "model_name": MODEL,
+            "model_engine": "llama.cpp",
+            "replica": 2,
+            "n_ctx": 1024,
+            "n_threads": 1,
+            "n_threads_batch": 1,
+        },
+    )
     assert launched.status_code == 200, launched.text
     info = cluster.get(f"/v1/models/{MODEL}")
     assert len({r["worker_address"] for r in info["replicas"]}) == 2  # one replica on each worker
 
 
 def _chat(cluster: Cluster, max_tokens: int = 1, prompt: str = "Hi") -> httpx.Response:
-    return httpx.post(f"{cluster.endpoint}/v1/chat/completions", timeout=120, json={
-        "model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens})
+    return httpx.post(
+        f"{cluster.endpoint}/v1/chat/completions",
+        timeout=120,
+        json={"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens},
+    )
 
 
 def _model_processes(cluster: Cluster) -> dict[str, psutil.Process]:
@@ -101,12 +113,12 @@ def _timed_requests(cluster: Cluster, pace: float, what: str) -> tuple[float, li
     first, following = times[0], times[1:]
     baseline = max(pace, statistics.median(following))
     assert first < baseline + FAILOVER_BOUND, (
-        f"{what}: the first request after the kill took {first:.2f}s, a request at the machine's pace {baseline:.2f}s")
+        f"{what}: the first request after the kill took {first:.2f}s, a request at the machine's pace {baseline:.2f}s"
+    )
     return first, following
 
 
-def test_first_request_after_a_worker_is_killed_is_served_in_under_a_second(
-        cluster_default_timeouts: Cluster) -> None:
+def test_first_request_after_a_worker_is_killed_is_served_in_under_a_second(cluster_default_timeouts: Cluster) -> None:
     cluster = cluster_default_timeouts
     _launch_two_replicas(cluster)
     victim, pace = _next_replica(cluster)
@@ -121,9 +133,11 @@ def test_first_request_after_a_worker_is_killed_is_served_in_under_a_second(
     # bound: the last heartbeat (at most 3 s before the kill) + 12 s timeout + the 1 s check, less a little
     assert left_after < 3 + 12 + 1 + 1, left_after
     orphan.wait(5)  # the orphaned model process exited by itself
-    print(f"worker kill: first request {first:.3f}s, next {FOLLOWING} {sum(following):.3f}s (max "
-          f"{max(following):.3f}s; before the kill {pace:.3f}s); the dead worker left /v1/workers {left_after:.1f}s "
-          "after the kill")
+    print(
+        f"worker kill: first request {first:.3f}s, next {FOLLOWING} {sum(following):.3f}s (max "
+        f"{max(following):.3f}s; before the kill {pace:.3f}s); the dead worker left /v1/workers {left_after:.1f}s "
+        "after the kill"
+    )
 
 
 def test_first_request_after_a_model_process_is_killed_is_served_in_under_a_second(cluster: Cluster) -> None:
@@ -146,7 +160,8 @@ def test_first_request_after_a_model_process_is_killed_is_served_in_under_a_seco
 
 
 def test_a_chat_in_flight_when_its_worker_dies_is_answered_by_the_other_replica(
-        cluster_default_timeouts: Cluster) -> None:
+    cluster_default_timeouts: Cluster,
+) -> None:
     """A non-streamed chat whose replica's process exits mid-generation (its worker was killed, so it exits
     within a second) is retried on the other replica: the client gets a whole answer, not an error."""
     cluster = cluster_default_timeouts

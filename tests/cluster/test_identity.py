@@ -88,6 +88,12 @@ def test_a_supervisor_restart_with_autostart_starts_no_second_copy(cluster: Clus
     processes = _model_processes(cluster, "worker-a") + _model_processes(cluster, "worker-b")
     alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert len(alive) == 1, f"one copy of the model must run, found {len(alive)}"
-    assert httpx.post(f"{cluster.endpoint}/v1/chat/completions", timeout=60, json={
-        "model": "kept", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}).status_code == 200
+    assert (
+        httpx.post(
+            f"{cluster.endpoint}/v1/chat/completions",
+            timeout=60,
+            json={"model": "kept", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
+        ).status_code
+        == 200
+    )
     print(f"the copy that ran before the restart was {'kept' if before.is_running() else 'replaced'}")

@@ -129,17 +129,48 @@ def test_default_queue_is_four_times_the_slots(monkeypatch: pytest.MonkeyPatch) 
     assert Admission().gate("m", "e", {"slots": 4, "max_queued": 0}, replicas=1).max_queued == 0
 
 
-@pytest.mark.parametrize(("value", "seconds"), [
-    ("10m", 600.0), ("1h30m", 5400.0), ("45s", 45.0), ("500ms", 0.5), ("2", 2.0), (0, 0.0), ("0", 0.0),
-    (30, 30.0), (1.5, 1.5), (-1, None), ("-1", None), ("-5m", None),
-])
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("10m", 600.0),
+        ("1h30m", 5400.0),
+        ("45s", 45.0),
+        ("500ms", 0.5),
+        ("2", 2.0),
+        (0, 0.0),
+        ("0", 0.0),
+        (30, 30.0),
+        (1.5, 1.5),
+        (-1, None),
+        ("-1", None),
+        ("-5m", None),
+    ],
+)
 def test_keep_alive_durations(value: object, seconds: float | None) -> None:
     assert parse_keep_alive(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["ten minutes", "10x", "", "m", None, True, "1h 30m",
-                                   # out of range: a float overflow or nan was a 500 or a keep-alive never checked
-                                   10**400, "1e400", "nan", "inf", float("nan"), float("inf"), 10**10, "3650000h"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ten minutes",
+        "10x",
+        "",
+        "m",
+        None,
+        True,
+        "1h 30m",
+        # out of range: a float overflow or nan was a 500 or a keep-alive never checked
+        10**400,
+        "1e400",
+        "nan",
+        "inf",
+        float("nan"),
+        float("inf"),
+        10**10,
+        "3650000h",
+    ],
+)
 def test_bad_keep_alive_is_a_400_naming_the_field(value: object) -> None:
     with pytest.raises(InvalidRequest) as bad:
         parse_keep_alive(value)

@@ -63,5 +63,6 @@ def test_a_lasting_failure_warns_once_and_its_recovery_is_logged(caplog: pytest.
     assert levels.count(logging.WARNING) == 1
     assert caplog.records[1].levelno == logging.WARNING and "2 time(s) in a row" in caplog.records[1].getMessage()
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
-        "heartbeat to the supervisor works again after 6 failure(s)"]
+        "heartbeat to the supervisor works again after 6 failure(s)"
+    ]
     assert streak.count == 0

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.slow
 
 
 def _launch(server: LocalServer, uid: str, keep_alive: Any) -> dict[str, Any]:
-    response = httpx.post(f"{server.api}/models", timeout=300, json={
-        "model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": uid, "keep_alive": keep_alive})
+    response = httpx.post(
+        f"{server.api}/models",
+        timeout=300,
+        json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": uid, "keep_alive": keep_alive},
+    )
     assert response.status_code == 200, response.text
     return _describe(server, uid)
 
@@ -43,8 +46,11 @@ def _wait_status(server: LocalServer, uid: str, status: str, timeout: float) -> 
 
 
 def _chat(server: LocalServer, uid: str, **extra: Any) -> httpx.Response:
-    return httpx.post(f"{server.api}/chat/completions", timeout=300, json={
-        "model": uid, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **extra})
+    return httpx.post(
+        f"{server.api}/chat/completions",
+        timeout=300,
+        json={"model": uid, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **extra},
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -73,7 +79,7 @@ def test_idle_model_unloads_and_eight_requests_load_it_once(local_server: LocalS
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             replies = list(pool.map(lambda _: _chat(local_server, uid), range(8)))
         assert [r.status_code for r in replies] == [200] * 8, [r.text for r in replies if r.status_code != 200]
-        events = httpx.get(events_url, timeout=30).json()["events"][len(events_before):]
+        events = httpx.get(events_url, timeout=30).json()["events"][len(events_before) :]
         assert [e["event"] for e in events].count("loading") == 1
         page = scrape(local_server.endpoint)
         assert value(page, "xinference:model_loads_on_demand_total", model_name=uid) == 1

@@ -27,9 +27,14 @@ SERVER_KEEP_ALIVE = "3s"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    started = start_local_server(tmp_path_factory.mktemp("keepalive-settings"), env={
-        "XINFERENCE_KEEP_ALIVE": SERVER_KEEP_ALIVE, "XINFERENCE_KEEP_ALIVE_OVERRIDE": "0",
-        "XINFERENCE_LOAD_TIMEOUT": "0.05"})
+    started = start_local_server(
+        tmp_path_factory.mktemp("keepalive-settings"),
+        env={
+            "XINFERENCE_KEEP_ALIVE": SERVER_KEEP_ALIVE,
+            "XINFERENCE_KEEP_ALIVE_OVERRIDE": "0",
+            "XINFERENCE_LOAD_TIMEOUT": "0.05",
+        },
+    )
     try:
         yield started
     finally:
@@ -48,8 +53,11 @@ def _chat_once_loaded(server: LocalServer, **extra: Any) -> httpx.Response:
 
 
 def test_server_default_load_timeout_and_no_request_overrides(server: LocalServer) -> None:
-    launched = httpx.post(f"{server.api}/models", timeout=300,
-                          json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID})
+    launched = httpx.post(
+        f"{server.api}/models",
+        timeout=300,
+        json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID},
+    )
     assert launched.status_code == 200, launched.text
     info = _describe(server, UID)
     assert info["keep_alive"] == SERVER_KEEP_ALIVE  # the launch named none: the server's default holds

@@ -22,8 +22,9 @@ def test_n_gpu_accepts_auto_null_and_counts(value: Any) -> None:
     assert check_n_gpu(value) == value
 
 
-@pytest.mark.parametrize("value", ["two", "", "AUTO", "1", -3, -1, MAX_GPUS + 1, 10**30, 1.5, 2.0, True, False,
-                                   [], [1], {}, {"n": 1}])
+@pytest.mark.parametrize(
+    "value", ["two", "", "AUTO", "1", -3, -1, MAX_GPUS + 1, 10**30, 1.5, 2.0, True, False, [], [1], {}, {"n": 1}]
+)
 def test_n_gpu_refuses_the_rest(value: Any) -> None:
     with pytest.raises(ValueError, match="n_gpu is 'auto', null"):
         check_n_gpu(value)
@@ -34,8 +35,27 @@ def test_gpu_idx_accepts_indices(value: Any) -> None:
     assert check_gpu_idx(value) == value
 
 
-@pytest.mark.parametrize("value", [-1, MAX_GPUS, 10**30, 1.5, True, "0", "0,1", [], [-1], [True], ["0"], [1.5],
-                                   [10**30], list(range(MAX_GPUS + 1)), {}, {"0": 1}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        -1,
+        MAX_GPUS,
+        10**30,
+        1.5,
+        True,
+        "0",
+        "0,1",
+        [],
+        [-1],
+        [True],
+        ["0"],
+        [1.5],
+        [10**30],
+        list(range(MAX_GPUS + 1)),
+        {},
+        {"0": 1},
+    ],
+)
 def test_gpu_idx_refuses_non_indices(value: Any) -> None:
     with pytest.raises(ValueError, match="gpu_idx is a GPU index"):
         check_gpu_idx(value)
@@ -51,9 +71,31 @@ def test_keep_alive_accepts_durations(value: Any) -> None:
     assert check_keep_alive(value) == value
 
 
-@pytest.mark.parametrize("value", [True, False, [], {}, ["10m"], "", "abc", "10x", "-", "nan", "inf", "-inf",
-                                   "1e300", float("nan"), float("inf"), float("-inf"), 1e300, 10**30, 10**400,
-                                   MAX_KEEP_ALIVE_SECONDS + 1])
+@pytest.mark.parametrize(
+    "value",
+    [
+        True,
+        False,
+        [],
+        {},
+        ["10m"],
+        "",
+        "abc",
+        "10x",
+        "-",
+        "nan",
+        "inf",
+        "-inf",
+        "1e300",
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        1e300,
+        10**30,
+        10**400,
+        MAX_KEEP_ALIVE_SECONDS + 1,
+    ],
+)
 def test_keep_alive_refuses_the_rest(value: Any) -> None:
     with pytest.raises(ValueError, match="keep_alive"):
         check_keep_alive(value)
@@ -64,8 +106,9 @@ def test_model_size_accepts_sizes(value: Any) -> None:
     assert check_model_size(value) == value
 
 
-@pytest.mark.parametrize("value", [0, -3, -0.5, "0", "-1", "", "abc", "7b", True, float("nan"), float("inf"),
-                                   10**30, 1e300, [], {}, [7]])
+@pytest.mark.parametrize(
+    "value", [0, -3, -0.5, "0", "-1", "", "abc", "7b", True, float("nan"), float("inf"), 10**30, 1e300, [], {}, [7]]
+)
 def test_model_size_refuses_the_rest(value: Any) -> None:
     with pytest.raises(ValueError, match="model_size_in_billions"):
         check_model_size(value)

@@ -11,10 +11,20 @@ from xinference.core.launch import LaunchPlan
 
 
 def _plan() -> LaunchPlan:
-    return LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="llama.cpp", family={"model_name": "m"},
-                      spec={"model_format": "ggufv2", "quantizations": ["Q4_0"]}, quantization="Q4_0",
-                      engine_config={"n_ctx": 2048}, hardware={"gpus": [{"index": 0}]}, gpu_indices=[0],
-                      draft=None, launch_id="L1", incarnation="I1")
+    return LaunchPlan(
+        model_uid="m",
+        replica_uid="m-0",
+        model_engine="llama.cpp",
+        family={"model_name": "m"},
+        spec={"model_format": "ggufv2", "quantizations": ["Q4_0"]},
+        quantization="Q4_0",
+        engine_config={"n_ctx": 2048},
+        hardware={"gpus": [{"index": 0}]},
+        gpu_indices=[0],
+        draft=None,
+        launch_id="L1",
+        incarnation="I1",
+    )
 
 
 def test_it_pickles_as_the_dataclass() -> None:

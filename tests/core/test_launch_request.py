@@ -20,8 +20,9 @@ def test_the_field_lists_derive_from_the_dataclass() -> None:
 
 def test_the_api_request_declares_every_launch_field_and_hands_over_exactly_them() -> None:
     assert set(LAUNCH_FIELDS) <= set(LaunchModelRequest.model_fields)
-    request = LaunchModelRequest.model_validate({"model_name": "m", "n_ctx": 4096, "keep_alive": "5m",
-                                                 "worker_ip": "", "n_worker": None})
+    request = LaunchModelRequest.model_validate(
+        {"model_name": "m", "n_ctx": 4096, "keep_alive": "5m", "worker_ip": "", "n_worker": None}
+    )
     launch = request.to_launch()
     assert set(launch) == {*LAUNCH_FIELDS, "engine_kwargs"}
     assert launch["engine_kwargs"] == {"n_ctx": 4096} and launch["worker_ip"] is None

@@ -55,8 +55,14 @@ def test_memory_still_loading_is_what_the_worker_report_lacks() -> None:
 
 
 # -- the supervisor under random interleavings --------------------------------------------------------------------
-ENGINES = {"vLLM": "", "SGLang": "not here", "MLX": "not here", "llama.cpp": "", "Transformers": "",
-           "sentence_transformers": ""}
+ENGINES = {
+    "vLLM": "",
+    "SGLang": "not here",
+    "MLX": "not here",
+    "llama.cpp": "",
+    "Transformers": "",
+    "sentence_transformers": "",
+}
 SMOL = ModelRegistry().get("smollm2-instruct")
 CPU_REPLICA = get_engine_class("llama.cpp").estimate_memory(SMOL, SMOL.model_specs[0], "Q4_1", {}, linux()).total
 #: each stand-in worker has room for two CPU replicas of the small model
@@ -64,10 +70,18 @@ RAM_FREE = int(CPU_REPLICA * 2.5)
 LAUNCHES = {
     "c1": {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_gpu": None},
     "c2": {"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_gpu": None},
-    "g1": {"model_name": "qwen2.5-instruct", "model_engine": "vLLM", "model_format": "pytorch",
-           "model_size_in_billions": "0_5"},
-    "g2": {"model_name": "qwen2.5-instruct", "model_engine": "vLLM", "model_format": "pytorch",
-           "model_size_in_billions": "0_5"},
+    "g1": {
+        "model_name": "qwen2.5-instruct",
+        "model_engine": "vLLM",
+        "model_format": "pytorch",
+        "model_size_in_billions": "0_5",
+    },
+    "g2": {
+        "model_name": "qwen2.5-instruct",
+        "model_engine": "vLLM",
+        "model_format": "pytorch",
+        "model_size_in_billions": "0_5",
+    },
 }
 
 
@@ -110,8 +124,10 @@ class RandomStandInWorker(xo.StatelessActor):
         return 0.0
 
     async def reports(self) -> list[dict[str, Any]]:
-        return [{"plan": plan, "address": f"{self.address}#{uid}", "pid": 1, "engine_config": {}}
-                for uid, plan in self.live.items()]
+        return [
+            {"plan": plan, "address": f"{self.address}#{uid}", "pid": 1, "engine_config": {}}
+            for uid, plan in self.live.items()
+        ]
 
     async def kill(self, replica_uids: list[str]) -> None:
         for uid in replica_uids:
@@ -125,12 +141,14 @@ class RandomStandInWorker(xo.StatelessActor):
 async def _cluster(workers: int) -> AsyncIterator[tuple[Any, list[Any]]]:
     pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(workers + 1)]
     try:
-        supervisor = await xo.create_actor(SupervisorActor, 0.0, address=pools[0].external_address,
-                                           uid=SupervisorActor.default_uid())
+        supervisor = await xo.create_actor(
+            SupervisorActor, 0.0, address=pools[0].external_address, uid=SupervisorActor.default_uid()
+        )
         refs = []
         for index, pool in enumerate(pools[1:]):
-            ref = await xo.create_actor(RandomStandInWorker, index, address=pool.external_address,
-                                        uid=WorkerActor.default_uid())
+            ref = await xo.create_actor(
+                RandomStandInWorker, index, address=pool.external_address, uid=WorkerActor.default_uid()
+            )
             await supervisor.add_worker(ref.address, await ref.hardware())
             refs.append(ref)
         yield supervisor, refs
@@ -150,8 +168,9 @@ async def _step(rng: random.Random, supervisor: Any, workers: list[Any], lost: s
     listed = [m["model_uid"] for m in await supervisor.list_models()]
     uid = rng.choice(listed) if listed and roll >= 0.3 else rng.choice(list(LAUNCHES))
     if roll < 0.3:
-        await supervisor.launch_model({**LAUNCHES[uid], "model_uid": uid, "replica": rng.choice([1, 1, 2])},
-                                      rng.random() < 0.7)
+        await supervisor.launch_model(
+            {**LAUNCHES[uid], "model_uid": uid, "replica": rng.choice([1, 1, 2])}, rng.random() < 0.7
+        )
     elif roll < 0.45:
         await supervisor.add_replicas(uid, 1, None if uid.startswith("c") else "auto")
     elif roll < 0.55:
@@ -206,8 +225,9 @@ async def _check(supervisor: Any, workers: list[Any]) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_bookings_match_what_runs_under_random_interleavings(seed: int, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bookings_match_what_runs_under_random_interleavings(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
     rng = random.Random(seed)
 

@@ -48,5 +48,10 @@ def test_paths_are_scrubbed_and_a_missing_file_is_empty(tmp_path: Path) -> None:
     path = tmp_path / "m-0.log"
     path.write_text(f"loading {tmp_path}/weights/model.gguf\n")
     assert read_log(path)["lines"] == ["loading .../model.gguf"]
-    assert read_log(tmp_path / "absent.log") == {"lines": [], "offset": 0, "size": 0, "truncated": False,
-                                                  "reset": False}
+    assert read_log(tmp_path / "absent.log") == {
+        "lines": [],
+        "offset": 0,
+        "size": 0,
+        "truncated": False,
+        "reset": False,
+    }

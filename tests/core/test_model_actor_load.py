@@ -32,10 +32,17 @@ PYTORCH = next(s for s in SMOLLM2.model_specs if s.model_format == "pytorch")
 def _plan(uid: str, engine: str, model_path: Path) -> LaunchPlan:
     from xinference.hardware import detect_hardware
 
-    return LaunchPlan(model_uid=uid, replica_uid=f"{uid}-0", model_engine=engine,
-                      family=SMOLLM2.model_dump(mode="json"), spec=PYTORCH.model_dump(mode="json"),
-                      quantization="none", engine_config={}, hardware=detect_hardware().model_dump(mode="json"),
-                      model_path=str(model_path))
+    return LaunchPlan(
+        model_uid=uid,
+        replica_uid=f"{uid}-0",
+        model_engine=engine,
+        family=SMOLLM2.model_dump(mode="json"),
+        spec=PYTORCH.model_dump(mode="json"),
+        quantization="none",
+        engine_config={},
+        hardware=detect_hardware().model_dump(mode="json"),
+        model_path=str(model_path),
+    )
 
 
 def _alive(name: str) -> list[threading.Thread]:
@@ -130,8 +137,8 @@ def test_cancelled_load_is_unloaded(stand_in: type[_StandIn], tmp_path: Path, mo
 
 
 def test_failing_unload_is_logged_not_raised_over_the_load_error(
-        stand_in: type[_StandIn], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    stand_in: type[_StandIn], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(stand_in, "unload_fails", True)
     actor = ModelActor(_plan("stand-in", "StandIn", tmp_path))
     with caplog.at_level(logging.WARNING, logger="xinference.core.model_actor"):

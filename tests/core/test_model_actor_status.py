@@ -14,8 +14,16 @@ from xinference.core.model_actor import ModelActor
 from xinference.core.refs import ReplicaRef, replica_ref
 from xinference.errors import ModelUnavailable
 
-PLAN = LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="llama.cpp", family={}, spec={},
-                  quantization="Q4_0", engine_config={"n_ctx": 512}, launch_id="L1")
+PLAN = LaunchPlan(
+    model_uid="m",
+    replica_uid="m-0",
+    model_engine="llama.cpp",
+    family={},
+    spec={},
+    quantization="Q4_0",
+    engine_config={"n_ctx": 512},
+    launch_id="L1",
+)
 
 
 def test_load_status_carries_the_progress() -> None:

@@ -23,8 +23,11 @@ def test_spreads_replicas_over_workers() -> None:
 
 
 def test_prefers_less_loaded_then_more_memory() -> None:
-    workers = [WorkerView("a:1", hw(ram_free=8), replicas=1), WorkerView("b:1", hw(ram_free=4)),
-               WorkerView("c:1", hw(ram_free=12))]
+    workers = [
+        WorkerView("a:1", hw(ram_free=8), replicas=1),
+        WorkerView("b:1", hw(ram_free=4)),
+        WorkerView("c:1", hw(ram_free=12)),
+    ]
     assert [p.address for p in place_replicas(workers, 2, n_gpu=None)] == ["c:1", "b:1"]
 
 
@@ -44,13 +47,14 @@ def test_gpus_are_not_shared_between_replicas() -> None:
 def test_multi_gpu_replicas_across_workers() -> None:
     workers = [WorkerView("a:1", hw(gpus=2)), WorkerView("b:1", hw(gpus=4))]
     placed = place_replicas(workers, 3, n_gpu=2)
-    assert sorted((p.address, p.gpu_indices) for p in placed) == [
-        ("a:1", (0, 1)), ("b:1", (0, 1)), ("b:1", (2, 3))]
+    assert sorted((p.address, p.gpu_indices) for p in placed) == [("a:1", (0, 1)), ("b:1", (0, 1)), ("b:1", (2, 3))]
 
 
 def test_auto_uses_a_gpu_when_free_else_cpu() -> None:
     assert place_replicas([WorkerView("a:1", hw(gpus=1))], 2, n_gpu="auto") == [
-        Placement("a:1", (0,)), Placement("a:1", ())]
+        Placement("a:1", (0,)),
+        Placement("a:1", ()),
+    ]
     assert place_replicas([WorkerView("a:1", hw())], 1) == [Placement("a:1", ())]
 
 
@@ -62,8 +66,17 @@ def test_worker_ip_by_host_or_address() -> None:
         place_replicas(workers, 1, worker_ip="10.9.9.9")
 
 
-@pytest.mark.parametrize("value,message", [([0, 0], "twice"), ([-1], "negative"), ("0,1", "GPU index"),
-                                           ([], "GPU index"), ([True], "GPU index"), ([0.5], "GPU index")])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ([0, 0], "twice"),
+        ([-1], "negative"),
+        ("0,1", "GPU index"),
+        ([], "GPU index"),
+        ([True], "GPU index"),
+        ([0.5], "GPU index"),
+    ],
+)
 def test_gpu_idx_validation(value: object, message: str) -> None:
     with pytest.raises(InvalidRequest, match=message):
         parse_gpu_idx(value)

@@ -44,8 +44,12 @@ class _Cluster:
         self.ledger = Ledger()
         self.booker = Booker(self._workers, self.ledger)
 
-    def add(self, uid: str, started: Sequence[tuple[str, tuple[int, ...]]] = (),
-            booked: Sequence[tuple[str, tuple[int, ...]]] = ()) -> None:
+    def add(
+        self,
+        uid: str,
+        started: Sequence[tuple[str, tuple[int, ...]]] = (),
+        booked: Sequence[tuple[str, tuple[int, ...]]] = (),
+    ) -> None:
         for i, (worker, gpus) in enumerate(started):
             self.ledger.book(f"{uid}-{i}", uid, "L", worker, gpus, 1 << 30, state="running")
         for i, (worker, gpus) in enumerate(booked, start=len(started)):
@@ -71,7 +75,10 @@ def test_placement_sees_started_replicas_their_gpus_and_bookings(monkeypatch: py
     monkeypatch.setattr(booking_module, "place_replicas", spy)
     assert cluster.place() == [Placement("b:1", (0,))]  # fewest replicas with a free GPU
     assert {v.address: (v.replicas, v.gpus_in_use) for v in seen} == {
-        "a:1": (3, {0, 1}), "b:1": (1, {1}), "c:1": (1, {0})}
+        "a:1": (3, {0, 1}),
+        "b:1": (1, {1}),
+        "c:1": (1, {0}),
+    }
     monkeypatch.setattr(booking_module, "place_replicas", real)
     with pytest.raises(InvalidRequest, match="0 free GPU"):  # the booking holds a's second GPU
         cluster.place(n_gpu=1, worker_ip="a:1")

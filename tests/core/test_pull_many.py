@@ -19,8 +19,9 @@ from xinference.core.model_actor import ModelActor
 from xinference.engines.base import ChunkStream
 from xinference.errors import EngineError
 
-PLAN = LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none",
-                  engine_config={})
+PLAN = LaunchPlan(
+    model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none", engine_config={}
+)
 
 
 class FedEngine:
@@ -68,8 +69,9 @@ def test_one_round_returns_the_chunks_of_every_stream_that_has_some() -> None:
         for index, stream in enumerate(engine.streams):
             stream.push(_token(f"t{index}"))
         pulled = await actor.pull_many(ids)
-        assert {sid: [c["choices"][0]["delta"]["content"] for c in chunks] for sid, (chunks, _, _) in pulled.items()} \
-            == {ids[0]: ["t0"], ids[1]: ["t1"], ids[2]: ["t2"]}
+        assert {
+            sid: [c["choices"][0]["delta"]["content"] for c in chunks] for sid, (chunks, _, _) in pulled.items()
+        } == {ids[0]: ["t0"], ids[1]: ["t1"], ids[2]: ["t2"]}
         assert all(not done and error is None for _, done, error in pulled.values())
 
     asyncio.run(scenario())

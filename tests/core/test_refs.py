@@ -26,13 +26,19 @@ ACTOR_BASICS = frozenset(dir(xo.StatelessActor))
 
 
 def _protocol_methods(protocol: type) -> dict[str, Any]:
-    return {name: member for name, member in vars(protocol).items()
-            if inspect.isfunction(member) and not name.startswith("_")}
+    return {
+        name: member
+        for name, member in vars(protocol).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
 
 
 def _public_coroutines(actor: type) -> set[str]:
-    return {name for name in dir(actor) if not name.startswith("_") and name not in ACTOR_BASICS
-            and inspect.iscoroutinefunction(getattr(actor, name))}
+    return {
+        name
+        for name in dir(actor)
+        if not name.startswith("_") and name not in ACTOR_BASICS and inspect.iscoroutinefunction(getattr(actor, name))
+    }
 
 
 def _shape(function: Any) -> tuple[list[tuple[str, Any, Any, Any]], Any]:

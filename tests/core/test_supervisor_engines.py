@@ -47,8 +47,14 @@ class StandInWorker(xo.StatelessActor):
 
 
 def _report(gpus: int, vllm: str) -> dict[str, Any]:
-    engines = {"vLLM": vllm, "SGLang": "not here", "MLX": "not here", "llama.cpp": INSTALLED,
-               "Transformers": INSTALLED, "sentence_transformers": INSTALLED}
+    engines = {
+        "vLLM": vllm,
+        "SGLang": "not here",
+        "MLX": "not here",
+        "llama.cpp": INSTALLED,
+        "Transformers": INSTALLED,
+        "sentence_transformers": INSTALLED,
+    }
     return {**linux(gpus=gpus).model_dump(mode="json"), "engines": engines}
 
 
@@ -57,12 +63,21 @@ async def _cluster() -> AsyncIterator[tuple[Any, Any, Any]]:
     """A real supervisor with a 2-GPU stand-in worker where vLLM is installed and a CPU one where it is not."""
     pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(3)]
     try:
-        supervisor = await xo.create_actor(SupervisorActor, address=pools[0].external_address,
-                                           uid=SupervisorActor.default_uid())
-        gpu_box = await xo.create_actor(StandInWorker, _report(gpus=2, vllm=INSTALLED),
-                                        address=pools[1].external_address, uid=WorkerActor.default_uid())
-        cpu_box = await xo.create_actor(StandInWorker, _report(gpus=0, vllm=NOT_INSTALLED),
-                                        address=pools[2].external_address, uid=WorkerActor.default_uid())
+        supervisor = await xo.create_actor(
+            SupervisorActor, address=pools[0].external_address, uid=SupervisorActor.default_uid()
+        )
+        gpu_box = await xo.create_actor(
+            StandInWorker,
+            _report(gpus=2, vllm=INSTALLED),
+            address=pools[1].external_address,
+            uid=WorkerActor.default_uid(),
+        )
+        cpu_box = await xo.create_actor(
+            StandInWorker,
+            _report(gpus=0, vllm=NOT_INSTALLED),
+            address=pools[2].external_address,
+            uid=WorkerActor.default_uid(),
+        )
         for worker in (gpu_box, cpu_box):
             await supervisor.add_worker(worker.address, await worker.hardware())
         yield supervisor, gpu_box, cpu_box
@@ -93,8 +108,13 @@ async def _table_and_launch(supervisor: Any, gpu_box: Any, cpu_box: Any) -> None
     table = await supervisor.query_engines("LLM", "qwen2.5-instruct")
     assert isinstance(table["vLLM"], list)  # accepted: one worker can run it
     assert isinstance(table["SGLang"], str)
-    launch = {"model_name": "qwen2.5-instruct", "model_engine": "vLLM", "model_format": "pytorch",
-              "model_size_in_billions": "0_5", "ignore_memory_check": True}
+    launch = {
+        "model_name": "qwen2.5-instruct",
+        "model_engine": "vLLM",
+        "model_format": "pytorch",
+        "model_size_in_billions": "0_5",
+        "ignore_memory_check": True,
+    }
     with pytest.raises(EngineRejected) as refused:
         await supervisor.launch_model({**launch, "worker_ip": cpu_box.address})
     assert "xinference engine install vLLM" in refused.value.message  # the worker's own reason, not this machine's
@@ -107,15 +127,29 @@ def test_tensor_parallel_launch_gets_as_many_gpus(run_in_cluster: Any) -> None:
 
 
 async def _tensor_parallel(supervisor: Any, gpu_box: Any, cpu_box: Any) -> None:
-    await supervisor.launch_model({"model_name": "qwen2.5-instruct", "model_engine": "vLLM",
-                                   "model_format": "pytorch", "model_size_in_billions": "0_5",
-                                   "ignore_memory_check": True, "worker_ip": gpu_box.address,
-                                   "engine_kwargs": {"tensor_parallel_size": 2}})
+    await supervisor.launch_model(
+        {
+            "model_name": "qwen2.5-instruct",
+            "model_engine": "vLLM",
+            "model_format": "pytorch",
+            "model_size_in_billions": "0_5",
+            "ignore_memory_check": True,
+            "worker_ip": gpu_box.address,
+            "engine_kwargs": {"tensor_parallel_size": 2},
+        }
+    )
     (plan,) = await gpu_box.recorded()
     assert plan["gpu_indices"] == [0, 1]
     with pytest.raises(InvalidRequest, match="n_gpu=2"):  # both GPUs are taken now: a second TP=2 cannot fit
-        await supervisor.launch_model({"model_name": "qwen2.5-instruct", "model_engine": "vLLM",
-                                       "model_uid": "second", "model_format": "pytorch",
-                                       "model_size_in_billions": "0_5", "ignore_memory_check": True,
-                                       "worker_ip": gpu_box.address,
-                                       "engine_kwargs": {"tensor_parallel_size": 2}})
+        await supervisor.launch_model(
+            {
+                "model_name": "qwen2.5-instruct",
+                "model_engine": "vLLM",
+                "model_uid": "second",
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_5",
+                "ignore_memory_check": True,
+                "worker_ip": gpu_box.address,
+                "engine_kwargs": {"tensor_parallel_size": 2},
+            }
+        )

@@ -58,8 +58,22 @@ def test_devices_list_every_gpu_with_its_holders() -> None:
     record = _Record([_Replica("big-0", "w1", (1,))])
     devices = _inspector({"big": record}, {"w1": _Worker(hw), "w2": _Worker(linux())}).devices()
     assert devices == [
-        {"worker": "w1", "index": 0, "name": "H100", "vendor": "nvidia", "memory_total_bytes": 80 * GIB,
-         "memory_used_bytes": 20 * GIB, "models": []},
-        {"worker": "w1", "index": 1, "name": "H100", "vendor": "nvidia", "memory_total_bytes": 80 * GIB,
-         "memory_used_bytes": 20 * GIB, "models": ["big-0"]},
+        {
+            "worker": "w1",
+            "index": 0,
+            "name": "H100",
+            "vendor": "nvidia",
+            "memory_total_bytes": 80 * GIB,
+            "memory_used_bytes": 20 * GIB,
+            "models": [],
+        },
+        {
+            "worker": "w1",
+            "index": 1,
+            "name": "H100",
+            "vendor": "nvidia",
+            "memory_total_bytes": 80 * GIB,
+            "memory_used_bytes": 20 * GIB,
+            "models": ["big-0"],
+        },
     ]

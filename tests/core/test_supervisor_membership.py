@@ -23,21 +23,25 @@ def _record(status: str, wanted: int, on: list[str]) -> ModelRecord:
     return record
 
 
-@pytest.mark.parametrize(("status", "wanted", "on", "expected"), [
-    ("ready", 2, ["w1", "w2"], "ready"),
-    ("ready", 2, ["w1"], "degraded"),
-    ("degraded", 2, [], "unavailable"),
-    ("unavailable", 2, ["w1"], "degraded"),
-    ("degraded", 2, ["w1", "w2"], "ready"),
-    ("unavailable", 1, ["w1"], "ready"),
-    # statuses owned by their own flow are kept, whatever the replicas
-    ("launching", 2, ["w1"], "launching"),
-    ("failed", 1, [], "failed"),
-    ("unloading", 1, ["w1"], "unloading"),
-    ("unloaded", 1, [], "unloaded"),
-])
-def test_refresh_status_follows_the_replicas_of_a_serving_model(status: str, wanted: int, on: list[str],
-                                                                 expected: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "wanted", "on", "expected"),
+    [
+        ("ready", 2, ["w1", "w2"], "ready"),
+        ("ready", 2, ["w1"], "degraded"),
+        ("degraded", 2, [], "unavailable"),
+        ("unavailable", 2, ["w1"], "degraded"),
+        ("degraded", 2, ["w1", "w2"], "ready"),
+        ("unavailable", 1, ["w1"], "ready"),
+        # statuses owned by their own flow are kept, whatever the replicas
+        ("launching", 2, ["w1"], "launching"),
+        ("failed", 1, [], "failed"),
+        ("unloading", 1, ["w1"], "unloading"),
+        ("unloaded", 1, [], "unloaded"),
+    ],
+)
+def test_refresh_status_follows_the_replicas_of_a_serving_model(
+    status: str, wanted: int, on: list[str], expected: str
+) -> None:
     record = _record(status, wanted, on)
     assert record.refresh_status() == expected
     assert record.status == expected
@@ -57,8 +61,15 @@ class _Supervisor:
         self.ledger = Ledger()
         self.tombstones = Tombstones(tombstones or Path("/nonexistent/tombstones.json"))
         self.autostarts = 0
-        self.membership = Membership(self.workers, self.models, self.ledger, self.tombstones, incarnation,
-                                     self._schedule_autostart, connect=_no_ref)
+        self.membership = Membership(
+            self.workers,
+            self.models,
+            self.ledger,
+            self.tombstones,
+            incarnation,
+            self._schedule_autostart,
+            connect=_no_ref,
+        )
 
     def _schedule_autostart(self) -> None:
         self.autostarts += 1
@@ -109,10 +120,20 @@ async def _a_dead_replica_leaves_and_comes_back() -> None:
     record = sup.models.records["m"] = _record("ready", 1, ["w1"])
     await sup.membership.replica_failed("m", "m-0", "the model process exited with code -9\nlog")
     assert record.status == "unavailable" and record.replicas == []
-    report: dict[str, Any] = {"plan": {"model_uid": "m", "replica_uid": "m-0", "model_engine": "llama.cpp",
-                                       "family": {}, "spec": {}, "quantization": "Q4_0", "engine_config": {},
-                                       "gpu_indices": []},
-                              "address": "w1:sub9", "pid": 42}
+    report: dict[str, Any] = {
+        "plan": {
+            "model_uid": "m",
+            "replica_uid": "m-0",
+            "model_engine": "llama.cpp",
+            "family": {},
+            "spec": {},
+            "quantization": "Q4_0",
+            "engine_config": {},
+            "gpu_indices": [],
+        },
+        "address": "w1:sub9",
+        "pid": 42,
+    }
     assert await sup.membership.replica_restarted("w1", report) == {"kill": None}
     assert record.status == "ready" and record.replicas[0].address == "w1:sub9"
     assert [e["event"] for e in record.events] == ["replica_died", "replica_restarted"]
@@ -120,16 +141,25 @@ async def _a_dead_replica_leaves_and_comes_back() -> None:
 
 
 # -- replica identity: keep or kill what a (re-)registering worker reports -------------------------------------------
-def _smol_plan(replica_uid: str = "smol-0", launch_id: str = "L1", incarnation: str = "before",
-               gpus: list[int] | None = None) -> dict[str, Any]:
+def _smol_plan(
+    replica_uid: str = "smol-0", launch_id: str = "L1", incarnation: str = "before", gpus: list[int] | None = None
+) -> dict[str, Any]:
     from xinference.model.registry import ModelRegistry
 
     family = ModelRegistry().get("smollm2-instruct")
     spec = family.model_specs[0]
-    return {"model_uid": replica_uid.rsplit("-", 1)[0], "replica_uid": replica_uid, "model_engine": "llama.cpp",
-            "family": family.model_dump(mode="json"), "spec": spec.model_dump(mode="json"),
-            "quantization": spec.quantizations[0], "engine_config": {}, "gpu_indices": gpus or [],
-            "launch_id": launch_id, "incarnation": incarnation}
+    return {
+        "model_uid": replica_uid.rsplit("-", 1)[0],
+        "replica_uid": replica_uid,
+        "model_engine": "llama.cpp",
+        "family": family.model_dump(mode="json"),
+        "spec": spec.model_dump(mode="json"),
+        "quantization": spec.quantizations[0],
+        "engine_config": {},
+        "gpu_indices": gpus or [],
+        "launch_id": launch_id,
+        "incarnation": incarnation,
+    }
 
 
 def _report(plan: dict[str, Any], address: str = "w1:sub1") -> dict[str, Any]:
@@ -142,8 +172,9 @@ def sup(tmp_path: Path) -> _Supervisor:
 
 
 def _join(sup: _Supervisor, *reports: dict[str, Any], address: str = "w1") -> dict[str, Any]:
-    answer: dict[str, Any] = asyncio.run(sup.membership.add_worker(address, linux().model_dump(mode="json"),
-                                                                   list(reports)))
+    answer: dict[str, Any] = asyncio.run(
+        sup.membership.add_worker(address, linux().model_dump(mode="json"), list(reports))
+    )
     return answer
 
 
@@ -154,13 +185,15 @@ def test_a_replica_of_an_earlier_supervisor_is_adopted_with_its_launch(sup: _Sup
     assert [b.state for b in sup.ledger] == ["running"]
 
 
-def test_a_terminated_launch_is_killed_not_adopted_even_after_a_supervisor_restart(sup: _Supervisor,
-                                                                                 tmp_path: Path) -> None:
+def test_a_terminated_launch_is_killed_not_adopted_even_after_a_supervisor_restart(
+    sup: _Supervisor, tmp_path: Path
+) -> None:
     sup.tombstones.add("L1", "smol")
     # a new supervisor reads the tombstones back
     restarted = _Supervisor(tmp_path / "tombstones.json", incarnation="after")
-    answer = asyncio.run(restarted.membership.add_worker("w1", linux().model_dump(mode="json"),
-                                                         [_report(_smol_plan())]))
+    answer = asyncio.run(
+        restarted.membership.add_worker("w1", linux().model_dump(mode="json"), [_report(_smol_plan())])
+    )
     assert "terminated while its worker was away" in answer["kill"]["smol-0"]
     assert restarted.models.records == {} and len(restarted.ledger) == 0
 

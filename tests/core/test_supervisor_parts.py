@@ -87,8 +87,18 @@ class _Parts:
         self.history = History(LaunchHistory(home / "launch_history.json"), self.models)
         lock = asyncio.Lock()
         booker = Booker(self.workers, self.ledger)
-        self.launcher = Launcher(ModelRegistry(), self.models, self.workers, self.ledger, booker, lock,
-                                 BackgroundTasks(logging.getLogger(__name__)), self.tombstones, self.history, "inc")
+        self.launcher = Launcher(
+            ModelRegistry(),
+            self.models,
+            self.workers,
+            self.ledger,
+            booker,
+            lock,
+            BackgroundTasks(logging.getLogger(__name__)),
+            self.tombstones,
+            self.history,
+            "inc",
+        )
         self.scaler = Scaler(self.models, booker, self.ledger, lock, self.launcher)
         self.lifecycle = Lifecycle(self.models, booker, lock, self.launcher)
 
@@ -131,8 +141,9 @@ async def _launch_scale_unload_load_and_terminate(home: Path) -> None:
     await parts.launcher.terminate("smol")
     assert "smol" not in parts.models and len(parts.ledger) == 0 and launch_id in parts.tombstones
     entries = await parts.history.entries()
-    assert [(e["model_uid"], e["autostart"], e["terminated_at"] is not None) for e in entries] == \
-        [("smol", False, True)]
+    assert [(e["model_uid"], e["autostart"], e["terminated_at"] is not None) for e in entries] == [
+        ("smol", False, True)
+    ]
     with pytest.raises(ModelNotFound):
         await parts.launcher.terminate("smol")
 

@@ -53,8 +53,15 @@ class _StandInModelActor:
 
     async def load_status(self) -> dict[str, Any]:
         self._count("load_status")
-        return {"stage": "downloading", "done_bytes": 25, "total_bytes": 100, "bytes_per_second": None,
-                "eta_seconds": None, "files": [], "progress": self._progress}
+        return {
+            "stage": "downloading",
+            "done_bytes": 25,
+            "total_bytes": 100,
+            "bytes_per_second": None,
+            "eta_seconds": None,
+            "files": [],
+            "progress": self._progress,
+        }
 
     async def progress(self) -> float:
         self._count("progress")
@@ -62,9 +69,17 @@ class _StandInModelActor:
 
 
 def _plan(**changes: Any) -> LaunchPlan:
-    fields: dict[str, Any] = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "llama.cpp", "family": {},
-                              "spec": {}, "quantization": "Q4_0", "engine_config": {"n_ctx": 512},
-                              "hardware": linux().model_dump(mode="json"), "launch_id": "L1"}
+    fields: dict[str, Any] = {
+        "model_uid": "m",
+        "replica_uid": "m-0",
+        "model_engine": "llama.cpp",
+        "family": {},
+        "spec": {},
+        "quantization": "Q4_0",
+        "engine_config": {"n_ctx": 512},
+        "hardware": linux().model_dump(mode="json"),
+        "launch_id": "L1",
+    }
     return LaunchPlan(**{**fields, **changes})
 
 
@@ -96,14 +111,13 @@ def test_the_model_actor_gets_the_plan_as_a_launch_plan(sent_as: str, created: l
     worker.hardware = detect  # type: ignore[method-assign]
     facts = asyncio.run(worker.launch_replica(plan if sent_as == "plan" else plan.to_dict()))
     assert facts == {"address": "sub:1", "pid": 4242, "engine_config": {}}
-    (_, sent), = created
+    ((_, sent),) = created
     assert isinstance(sent, LaunchPlan)
     assert sent.hardware == hardware and sent.engine_config == {"n_ctx": 512} and sent.launch_id == "L1"
     assert plan.hardware == {}  # the caller's plan is left as it was
 
 
-def test_the_saved_state_is_json_and_relaunches_the_same_plans(created: list[tuple[Any, ...]],
-                                                               tmp_path: Path) -> None:
+def test_the_saved_state_is_json_and_relaunches_the_same_plans(created: list[tuple[Any, ...]], tmp_path: Path) -> None:
     worker = WorkerActor(main_pool=_StandInPool())
     plan = _plan()
     asyncio.run(worker.launch_replica(plan))
@@ -122,8 +136,9 @@ def test_the_saved_state_is_json_and_relaunches_the_same_plans(created: list[tup
     assert relaunched == [plan] and isinstance(relaunched[0], LaunchPlan)
 
 
-def test_the_engine_class_is_looked_up_once_per_replica(monkeypatch: pytest.MonkeyPatch,
-                                                        created: list[tuple[Any, ...]]) -> None:
+def test_the_engine_class_is_looked_up_once_per_replica(
+    monkeypatch: pytest.MonkeyPatch, created: list[tuple[Any, ...]]
+) -> None:
     """Before, the worker looked the engine up at every start of the process and at every tick of its health
     watch (each second, for each replica)."""
     looked_up: list[str] = []
@@ -161,8 +176,9 @@ def test_an_engine_without_a_health_check_is_not_polled(created: list[tuple[Any,
     assert asyncio.run(scenario()) is False
 
 
-def test_one_status_call_carries_the_replicas_progress(monkeypatch: pytest.MonkeyPatch,
-                                                       created: list[tuple[Any, ...]]) -> None:
+def test_one_status_call_carries_the_replicas_progress(
+    monkeypatch: pytest.MonkeyPatch, created: list[tuple[Any, ...]]
+) -> None:
     worker = WorkerActor(main_pool=_StandInPool())
     actor = _StandInModelActor(progress=0.25)
 

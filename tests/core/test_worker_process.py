@@ -24,8 +24,16 @@ from xinference.core.worker import WorkerActor, _Replica
 
 
 def _plan(model_uid: str = "m", replica_uid: str = "m-0", **fields: Any) -> LaunchPlan:
-    return LaunchPlan(model_uid=model_uid, replica_uid=replica_uid, model_engine="llama.cpp", family={}, spec={},
-                      quantization="Q4_0", engine_config={}, **fields)
+    return LaunchPlan(
+        model_uid=model_uid,
+        replica_uid=replica_uid,
+        model_engine="llama.cpp",
+        family={},
+        spec={},
+        quantization="Q4_0",
+        engine_config={},
+        **fields,
+    )
 
 
 class _SlowPool:
@@ -41,8 +49,9 @@ class _SlowPool:
         self.removing.set()
 
 
-def test_a_cancelled_removal_still_ends_the_process_and_stays_cancelled(monkeypatch: pytest.MonkeyPatch,
-                                                                        tmp_path: Path) -> None:
+def test_a_cancelled_removal_still_ends_the_process_and_stays_cancelled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     pool = _SlowPool()
     worker = WorkerActor(main_pool=pool)
     unloading = asyncio.Event()
@@ -79,8 +88,9 @@ class _DownSupervisor:
         raise ConnectionError("supervisor unreachable")
 
 
-def test_a_lasting_heartbeat_failure_is_one_warning(monkeypatch: pytest.MonkeyPatch,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_lasting_heartbeat_failure_is_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("XINFERENCE_HEARTBEAT_INTERVAL", "0.001")
     worker = WorkerActor(main_pool=object())
     supervisor = worker._supervisor = _DownSupervisor()
@@ -150,8 +160,9 @@ class _StartingPool:
         self.removed.append(address)
 
 
-def test_a_cancel_before_the_model_process_exists_stops_the_launch(monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+def test_a_cancel_before_the_model_process_exists_stops_the_launch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """A cancel that came while the replica's process was still starting found no model actor and was dropped:
     the model actor was created and its load (the download) ran on."""
     monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
@@ -164,8 +175,16 @@ def test_a_cancel_before_the_model_process_exists_stops_the_launch(monkeypatch: 
         raise AssertionError("the model actor must not be created after a cancel")
 
     monkeypatch.setattr(worker_module.xo, "create_actor", create_actor)
-    plan = {"model_uid": "m", "replica_uid": "m-0", "model_engine": "llama.cpp", "family": {}, "spec": {},
-            "quantization": "Q4_0", "engine_config": {}, "hardware": linux().model_dump(mode="json")}
+    plan = {
+        "model_uid": "m",
+        "replica_uid": "m-0",
+        "model_engine": "llama.cpp",
+        "family": {},
+        "spec": {},
+        "quantization": "Q4_0",
+        "engine_config": {},
+        "hardware": linux().model_dump(mode="json"),
+    }
 
     async def scenario() -> BaseException | None:
         launch = asyncio.create_task(worker.launch_replica(plan))
@@ -185,9 +204,9 @@ def test_a_cancel_before_the_model_process_exists_stops_the_launch(monkeypatch: 
 
 
 @pytest.mark.parametrize(("served", "restarted"), [(31.0, True), (5.0, False)])
-def test_a_replica_that_served_a_while_gets_its_restart_budget_back(served: float, restarted: bool,
-                                                                    monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
+def test_a_replica_that_served_a_while_gets_its_restart_budget_back(
+    served: float, restarted: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The budget counted every restart of a replica's life: a replica killed a 4th time, days apart, was given up
     on (found by the chaos soak). Now only restarts in a row count, as a crash loop makes them."""
     monkeypatch.setenv("XINFERENCE_MODEL_RESTARTS", "3")

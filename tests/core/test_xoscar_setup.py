@@ -22,8 +22,9 @@ def test_a_live_sub_pool_stays_alive_after_a_clock_step(monkeypatch: pytest.Monk
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        watched = handoff.SubPoolProcess({"pid": child.pid,
-                                          "create_time": handoff.psutil.Process(child.pid).create_time()})
+        watched = handoff.SubPoolProcess(
+            {"pid": child.pid, "create_time": handoff.psutil.Process(child.pid).create_time()}
+        )
         assert watched.returncode is None
         stepped = _pslinux.boot_time() + 2.0
         monkeypatch.setattr(_pslinux, "boot_time", lambda: stepped)  # an NTP step of 2 s

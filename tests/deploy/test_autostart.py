@@ -31,8 +31,21 @@ def _stop(server: LocalServer) -> None:
 def test_persisted_model_comes_back_after_a_restart(tmp_path: Path) -> None:
     server = start_local_server(tmp_path)
     try:
-        out = _cli(server, "launch", "-n", DEFAULT_MODEL, "-en", "llama.cpp", "-u", "kept", "--persist",
-                   "--n_ctx", "2048", "--keep_alive", "10m")
+        out = _cli(
+            server,
+            "launch",
+            "-n",
+            DEFAULT_MODEL,
+            "-en",
+            "llama.cpp",
+            "-u",
+            "kept",
+            "--persist",
+            "--n_ctx",
+            "2048",
+            "--keep_alive",
+            "10m",
+        )
         assert "Model uid: kept" in out
         _cli(server, "launch", "-n", DEFAULT_MODEL, "-en", "llama.cpp", "-u", "plain")
         with Client(server.endpoint) as client:

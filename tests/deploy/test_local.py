@@ -27,9 +27,11 @@ def test_signal_stops_everything(tmp_path, sig: int) -> None:
         assert [(m["id"], m["status"]) for m in listing] == [("smollm2-instruct", "ready")]
         children = server.descendants()
         assert children, "the model should run in a subprocess of its own"
-        reply = httpx.post(f"{server.api}/chat/completions", timeout=60,
-                           json={"model": "smollm2-instruct", "messages": [{"role": "user", "content": "Hi"}],
-                                 "max_tokens": 3})
+        reply = httpx.post(
+            f"{server.api}/chat/completions",
+            timeout=60,
+            json={"model": "smollm2-instruct", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
+        )
         assert reply.status_code == 200
     except BaseException:
         server.stop(signal.SIGKILL)
@@ -47,8 +49,13 @@ def test_api_keys_cover_every_route(tmp_path) -> None:
     server = start_local_server(tmp_path, env={"XINFERENCE_API_KEYS": "key-one,key-two"})
     try:
         assert httpx.get(f"{server.api}/cluster/auth").json() == {"auth": True}
-        for method, path in [("GET", "/status"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"),
-                             ("DELETE", "/v1/models/x"), ("GET", "/v1/nothing")]:
+        for method, path in [
+            ("GET", "/status"),
+            ("GET", "/v1/models"),
+            ("POST", "/v1/chat/completions"),
+            ("DELETE", "/v1/models/x"),
+            ("GET", "/v1/nothing"),
+        ]:
             response = httpx.request(method, f"{server.endpoint}{path}")
             assert response.status_code == 401, path
             assert response.json()["error"]["type"] == "authentication_error"
@@ -63,8 +70,12 @@ def test_api_keys_cover_every_route(tmp_path) -> None:
 
 def test_port_in_use_fails_clearly(tmp_path, local_server) -> None:
     port = local_server.endpoint.rsplit(":", 1)[1]
-    result = subprocess.run([sys.executable, "-m", "xinference.deploy.local", "--port", port],
-                            capture_output=True, text=True, timeout=60, env={"XINFERENCE_HOME": str(tmp_path),
-                                                                             "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "xinference.deploy.local", "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"XINFERENCE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode != 0
     assert "address already in use" in (result.stderr + result.stdout).lower()

@@ -6,11 +6,22 @@ from __future__ import annotations
 import pytest
 
 #: modules whose tests load a model in-process or start an engine's server
-_LOADS_WEIGHTS = frozenset({
-    "test_llama_cpp", "test_llama_cpp_speculative", "test_llama_cpp_structured", "test_transformers",
-    "test_transformers_structured", "test_sentence_transformers", "test_mlx_engine", "test_vllm", "test_sglang",
-    "test_gpu_engines", "test_envs", "test_transformers_prefill_failure",
-})
+_LOADS_WEIGHTS = frozenset(
+    {
+        "test_llama_cpp",
+        "test_llama_cpp_speculative",
+        "test_llama_cpp_structured",
+        "test_transformers",
+        "test_transformers_structured",
+        "test_sentence_transformers",
+        "test_mlx_engine",
+        "test_vllm",
+        "test_sglang",
+        "test_gpu_engines",
+        "test_envs",
+        "test_transformers_prefill_failure",
+    }
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -45,8 +45,12 @@ def test_chunk_stream_wakes_a_waiting_consumer_and_raises_errors_after_chunks() 
     async def scenario() -> tuple[list, BaseException | None]:
         stream = ChunkStream()
         loop = asyncio.get_running_loop()
-        loop.call_later(0.05, lambda: threading.Thread(target=lambda: (stream.push({"a": 1}),
-                                                                         stream.finish(EngineError("boom")))).start())
+        loop.call_later(
+            0.05,
+            lambda: threading.Thread(
+                target=lambda: (stream.push({"a": 1}), stream.finish(EngineError("boom")))
+            ).start(),
+        )
         first, done = await stream.next_batch()
         got: list = list(first)
         error = None
@@ -92,11 +96,13 @@ def test_llama_config_rejects_unknown_and_bad_values() -> None:
 
 
 def test_llama_errors_are_translated() -> None:
-    error = error_from_llama({"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 9031, "n_ctx": 8192,
-                              "message": "..."})
+    error = error_from_llama(
+        {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 9031, "n_ctx": 8192, "message": "..."}
+    )
     assert isinstance(error, ContextLengthExceeded) and "9031" in error.message and "8192" in error.message
-    assert isinstance(error_from_llama({"code": 400, "message": "bad", "type": "invalid_request_error"}),
-                      InvalidRequest)
+    assert isinstance(
+        error_from_llama({"code": 400, "message": "bad", "type": "invalid_request_error"}), InvalidRequest
+    )
     assert isinstance(error_from_llama({"code": 500, "message": "oops"}), EngineError)
 
 

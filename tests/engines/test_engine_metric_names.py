@@ -9,32 +9,38 @@ from xinference.engines.sglang.engine import SGLangEngine
 from xinference.engines.vllm.engine import VLLMEngine
 
 # vLLM >= 0.9.2 with data parallelism: one series per engine.
-VLLM_PAGE = "\n".join([
-    "# HELP vllm:num_requests_running Number of requests in model execution batches.",
-    "# TYPE vllm:num_requests_running gauge",
-    'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
-    'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
-    "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
-    "# TYPE vllm:kv_cache_usage_perc gauge",
-    'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
-    'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25',
-    'vllm:prompt_tokens_total{engine="0",model_name="m"} 120.0',
-    'vllm:prompt_tokens_total{engine="1",model_name="m"} 30.0',
-])
+VLLM_PAGE = "\n".join(
+    [
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
+        'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
+        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25',
+        'vllm:prompt_tokens_total{engine="0",model_name="m"} 120.0',
+        'vllm:prompt_tokens_total{engine="1",model_name="m"} 30.0',
+    ]
+)
 # A vLLM from before the rename (0.6 - 0.9.1), one engine.
-OLD_VLLM_PAGE = "\n".join([
-    "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.",
-    "# TYPE vllm:gpu_cache_usage_perc gauge",
-    'vllm:gpu_cache_usage_perc{model_name="m"} 0.125',
-])
-SGLANG_PAGE = "\n".join([
-    "# HELP sglang:token_usage The token usage",
-    "# TYPE sglang:token_usage gauge",
-    'sglang:token_usage{model_name="m"} 0.28',
-    "# HELP sglang:num_running_reqs The number of running requests.",
-    "# TYPE sglang:num_running_reqs gauge",
-    'sglang:num_running_reqs{model_name="m"} 2.0',
-])
+OLD_VLLM_PAGE = "\n".join(
+    [
+        "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.",
+        "# TYPE vllm:gpu_cache_usage_perc gauge",
+        'vllm:gpu_cache_usage_perc{model_name="m"} 0.125',
+    ]
+)
+SGLANG_PAGE = "\n".join(
+    [
+        "# HELP sglang:token_usage The token usage",
+        "# TYPE sglang:token_usage gauge",
+        'sglang:token_usage{model_name="m"} 0.28',
+        "# HELP sglang:num_running_reqs The number of running requests.",
+        "# TYPE sglang:num_running_reqs gauge",
+        'sglang:num_running_reqs{model_name="m"} 2.0',
+    ]
+)
 
 
 def _stats(engine: type[ManagedServerEngine], page: str) -> dict[str, float]:

@@ -90,8 +90,13 @@ def test_overlay_sees_the_main_environment_after_its_own(envs_root: Path, wheelh
     found = envs.install("Overlay", recipe)
     python = envs.env_python("Overlay")
     assert python is not None
-    out = json.loads(_run(python, "import json, xinf_probe, xinference, pydantic; "
-                                  "print(json.dumps([xinf_probe.__file__, xinference.__file__]))"))
+    out = json.loads(
+        _run(
+            python,
+            "import json, xinf_probe, xinference, pydantic; "
+            "print(json.dumps([xinf_probe.__file__, xinference.__file__]))",
+        )
+    )
     assert out[0].startswith(str(envs_root))  # the env's own package
     assert not out[1].startswith(str(envs_root))  # ours, from the main environment
     # the manifest lists only what is in the env, not the whole main environment

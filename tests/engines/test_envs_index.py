@@ -32,8 +32,9 @@ def index_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("index")
     files = root / "files"
     files.mkdir()
-    probe = build_wheel(files, "xinf-probe", "1.2.0", "xinf_probe", "VALUE = 'from the index'\n",
-                        requires=("xinf-extra",))
+    probe = build_wheel(
+        files, "xinf-probe", "1.2.0", "xinf_probe", "VALUE = 'from the index'\n", requires=("xinf-extra",)
+    )
     extra = build_wheel(files, "xinf-extra", "0.1", "xinf_extra", "")
     for name, wheel in (("xinf-probe", probe), ("xinf-extra", extra)):
         page = root / "simple" / name
@@ -99,11 +100,15 @@ def _looking_in(log: list[str]) -> str:
 
 
 @pytest.mark.slow
-def test_an_answering_extra_index_is_where_pip_finds_the_package(isolated_pip: Path, http_index: str,
-                                                                 index_root: Path) -> None:
+def test_an_answering_extra_index_is_where_pip_finds_the_package(
+    isolated_pip: Path, http_index: str, index_root: Path
+) -> None:
     """The recipe's own index is empty: the package can only come from the extra index, so it reached pip."""
-    recipe = EnvRecipe(("xinf-probe==1.2.0",), pip_args=("--index-url", (index_root / "empty").as_uri()),
-                       extra_index_urls=(f"{http_index}/simple",))
+    recipe = EnvRecipe(
+        ("xinf-probe==1.2.0",),
+        pip_args=("--index-url", (index_root / "empty").as_uri()),
+        extra_index_urls=(f"{http_index}/simple",),
+    )
     log: list[str] = []
     found = envs.install("Indexed", recipe, lambda p: log.append(p.message))
     assert found["distributions"]["xinf-probe"] == "1.2.0"
@@ -113,16 +118,19 @@ def test_an_answering_extra_index_is_where_pip_finds_the_package(isolated_pip: P
 
 
 @pytest.mark.slow
-def test_an_offline_install_leaves_a_dead_extra_index_out(isolated_pip: Path, index_root: Path,
-                                                          silent_index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_offline_install_leaves_a_dead_extra_index_out(
+    isolated_pip: Path, index_root: Path, silent_index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Offline: the wheels are in a folder, the extra index never answers. pip is not told about it (it would wait
     its timeout on it for every package, twice each with retries), the progress says so, and the env installed
     this way is the same install as one that read the index: installing again with it answering does nothing."""
     monkeypatch.setattr(envs, "_INDEX_PROBE_TIMEOUT_S", 1.0)
     monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "60")  # pip itself would hang on the silent index
-    recipe = EnvRecipe(("xinf-probe==1.2.0",), pip_args=("--index-url", (index_root / "empty").as_uri(),
-                                                         "--find-links", str(index_root / "files")),
-                       extra_index_urls=(silent_index,))
+    recipe = EnvRecipe(
+        ("xinf-probe==1.2.0",),
+        pip_args=("--index-url", (index_root / "empty").as_uri(), "--find-links", str(index_root / "files")),
+        extra_index_urls=(silent_index,),
+    )
     log: list[str] = []
     started = time.monotonic()
     found = envs.install("Offline", recipe, lambda p: log.append(p.message))

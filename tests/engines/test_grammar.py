@@ -22,8 +22,15 @@ from xinference.engines.grammar import (  # noqa: E402
 from xinference.errors import InvalidRequest  # noqa: E402
 from xinference.model.parsers.hermes import HERMES  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
-    "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +67,12 @@ def test_response_formats(tokenizer) -> None:
     schema = {"type": "object", "properties": {"a": {"enum": ["yes", "no"]}}, "required": ["a"]}
     strict = constraint_for({"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}})
     assert drive(tokenizer, strict, '{"a": "yes"}') and not drive(tokenizer, strict, '{"a": "maybe"}')
-    for bad, field in [({"response_format": {"type": "xml"}}, "response_format"),
-                       ({"response_format": {"type": "json_schema", "json_schema": {}}}, "response_format"),
-                       ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
-                       ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
-                        "tool_choice")]:
+    for bad, field in [
+        ({"response_format": {"type": "xml"}}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {}}}, "response_format"),
+        ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
+        ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
+    ]:
         with pytest.raises(InvalidRequest) as info:
             constraint_for(bad)
         assert info.value.param == field
@@ -81,9 +89,11 @@ def test_numpy_mask_matches_llguidance_and_needs_no_torch(tokenizer) -> None:
     theirs = np.zeros((1, 49152), dtype=np.float32)
     reference.apply_token_bitmask_inplace(theirs, mask)
     assert np.array_equal(np.isinf(ours), np.isinf(theirs[0])) and 0 < np.isfinite(ours).sum() < 49152
-    code = ("import sys, numpy as np; from xinference.engines.grammar import *; "
-            f"t = GrammarTokenizer.from_file({json.dumps(str(converted_smollm2() / 'tokenizer.json'))}, 49152, [2]); "
-            "m = constraint_for({'response_format': {'type': 'json_object'}}).matcher(t); "
-            "b = allocate_bitmask(1, 49152); m.fill_bitmask(b[0]); "
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'")
+    code = (
+        "import sys, numpy as np; from xinference.engines.grammar import *; "
+        f"t = GrammarTokenizer.from_file({json.dumps(str(converted_smollm2() / 'tokenizer.json'))}, 49152, [2]); "
+        "m = constraint_for({'response_format': {'type': 'json_object'}}).matcher(t); "
+        "b = allocate_bitmask(1, 49152); m.fill_bitmask(b[0]); "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

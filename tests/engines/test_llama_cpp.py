@@ -21,8 +21,12 @@ def engine():
     family = ModelRegistry().get("smollm2-instruct")
     spec = family.model_specs[0]
     engine = LlamaCppEngine(
-        model_uid="unit-llama", family=family, spec=spec, quantization="Q4_1",
-        model_path=resolve_model_path(spec, "Q4_1"), config=LlamaCppEngine.parse_config({"n_ctx": 2048}),
+        model_uid="unit-llama",
+        family=family,
+        spec=spec,
+        quantization="Q4_1",
+        model_path=resolve_model_path(spec, "Q4_1"),
+        config=LlamaCppEngine.parse_config({"n_ctx": 2048}),
         hardware=detect_hardware(),
     )
     asyncio.run(engine.load())
@@ -42,9 +46,13 @@ def one_slot_engine():
     family = ModelRegistry().get("smollm2-instruct")
     spec = family.model_specs[0]
     engine = LlamaCppEngine(
-        model_uid="unit-llama-1slot", family=family, spec=spec, quantization="Q4_1",
+        model_uid="unit-llama-1slot",
+        family=family,
+        spec=spec,
+        quantization="Q4_1",
         model_path=resolve_model_path(spec, "Q4_1"),
-        config=LlamaCppEngine.parse_config({"n_ctx": 2048, "n_parallel": 1}), hardware=detect_hardware(),
+        config=LlamaCppEngine.parse_config({"n_ctx": 2048, "n_parallel": 1}),
+        hardware=detect_hardware(),
     )
     asyncio.run(engine.load())
     yield engine
@@ -58,9 +66,11 @@ def cancel_scenario(engine: LlamaCppEngine, cancel: bool = True) -> tuple[float,
     the follow-up wait for the rest of the 400 tokens, hundreds of token-times; the bound is in token-times
     measured on this run, so a busy machine slows both sides alike.
     """
+
     async def scenario() -> tuple[float, float]:
-        stream = await engine.chat_stream({"messages": [{"role": "user", "content": "Tell a long story."}],
-                                           "max_tokens": 400, "ignore_eos": True})
+        stream = await engine.chat_stream(
+            {"messages": [{"role": "user", "content": "Tell a long story."}], "max_tokens": 400, "ignore_eos": True}
+        )
         received = 0
         await stream.next_batch()  # the first token: the prompt is processed
         started = time.monotonic()
@@ -84,6 +94,7 @@ def test_stream_cancel_frees_the_only_slot(one_slot_engine: LlamaCppEngine) -> N
 
 def test_cancelled_non_streamed_call_frees_the_only_slot(one_slot_engine: LlamaCppEngine) -> None:
     """Item 7 of issue 13: cancelling a whole-response call (its client left) stops the generation."""
+
     async def scenario() -> tuple[float, float]:
         long = {"messages": [{"role": "user", "content": "Tell a long story."}], "ignore_eos": True}
         started = time.monotonic()
@@ -108,6 +119,9 @@ def test_prompt_over_context(engine: LlamaCppEngine) -> None:
 def test_llama_http_port_is_loopback_and_locked(engine: LlamaCppEngine) -> None:
     address = urlparse(engine._server.listening_address)
     assert address.hostname == "127.0.0.1"
-    response = httpx.post(f"{engine._server.listening_address}/v1/chat/completions",
-                          json={"messages": [{"role": "user", "content": "x"}]}, timeout=5)
+    response = httpx.post(
+        f"{engine._server.listening_address}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "x"}]},
+        timeout=5,
+    )
     assert response.status_code == 401

@@ -41,21 +41,38 @@ def test_the_tree_is_read_from_xllamacpp() -> None:
 def test_dotted_nested_and_mixed_forms_agree() -> None:
     dotted = parse({"sampling.top_k": 20, "speculative.draft.n_max": 6, "speculative.types": "ngram-simple"})
     nested = parse({"sampling": {"top_k": 20}, "speculative": {"draft": {"n_max": 6}, "types": ["ngram_simple"]}})
-    assert dotted == nested == {"sampling.top_k": 20, "speculative.draft.n_max": 6,
-                                "speculative.types": ["ngram_simple"]}
+    assert (
+        dotted == nested == {"sampling.top_k": 20, "speculative.draft.n_max": 6, "speculative.types": ["ngram_simple"]}
+    )
 
 
 def test_values_are_converted_to_the_fields_types() -> None:
     # the CLI hands over strings: each becomes what its field holds
-    params = parse({"sampling.temp": "0.3", "ctx_shift": "true", "tensor_split": "0.6,0.4", "split_mode": "ROW",
-                    "sampling.seed": "42", "default_template_kwargs": '{"enable_thinking": false}'})
-    assert params == {"sampling.temp": 0.3, "ctx_shift": True, "tensor_split": [0.6, 0.4], "split_mode": "row",
-                      "sampling.seed": 42, "default_template_kwargs": {"enable_thinking": False}}
+    params = parse(
+        {
+            "sampling.temp": "0.3",
+            "ctx_shift": "true",
+            "tensor_split": "0.6,0.4",
+            "split_mode": "ROW",
+            "sampling.seed": "42",
+            "default_template_kwargs": '{"enable_thinking": false}',
+        }
+    )
+    assert params == {
+        "sampling.temp": 0.3,
+        "ctx_shift": True,
+        "tensor_split": [0.6, 0.4],
+        "split_mode": "row",
+        "sampling.seed": 42,
+        "default_template_kwargs": {"enable_thinking": False},
+    }
 
 
 def test_moved_paths_of_older_xllamacpp_still_work() -> None:
     assert parse({"speculative.n_max": 8, "speculative.model.path": "/x.gguf"}) == {
-        "speculative.draft.n_max": 8, "speculative.draft.mparams.path": "/x.gguf"}
+        "speculative.draft.n_max": 8,
+        "speculative.draft.mparams.path": "/x.gguf",
+    }
 
 
 @pytest.mark.parametrize(
@@ -83,23 +100,40 @@ def test_bad_options_are_400s_naming_the_path(options: dict, needle: str) -> Non
 
 def test_cli_takes_dotted_names() -> None:
     assert parse_engine_options(["--sampling.top_k", "20", "--speculative.draft.n-max=4"]) == {
-        "sampling.top_k": 20, "speculative.draft.n_max": 4}
+        "sampling.top_k": 20,
+        "speculative.draft.n_max": 4,
+    }
 
 
 # -- they reach llama.cpp ---------------------------------------------------------------------------------------
 def test_options_reach_xllamacpps_params(smol_path: str) -> None:
     family = ModelRegistry().get("smollm2-instruct")
     engine = LlamaCppEngine(
-        model_uid="opts", family=family, spec=family.model_specs[0], quantization="Q4_1", model_path=smol_path,
-        config=LlamaCppEngine.parse_config({"n_ctx": 1024, "n_parallel": 1, "sampling.top_k": 1,
-                                            "sampling": {"temp": 0.0}, "speculative.draft.n_max": 5}),
+        model_uid="opts",
+        family=family,
+        spec=family.model_specs[0],
+        quantization="Q4_1",
+        model_path=smol_path,
+        config=LlamaCppEngine.parse_config(
+            {
+                "n_ctx": 1024,
+                "n_parallel": 1,
+                "sampling.top_k": 1,
+                "sampling": {"temp": 0.0},
+                "speculative.draft.n_max": 5,
+            }
+        ),
         hardware=detect_hardware(),
     )
     asyncio.run(engine.load())
     try:
         # read back from the CommonParams handed to llama.cpp, not echoed from the request
-        assert engine.resolved.params == {"cache_ram_mib": 1024, "sampling.top_k": 1, "sampling.temp": 0.0,
-                                          "speculative.draft.n_max": 5}
+        assert engine.resolved.params == {
+            "cache_ram_mib": 1024,
+            "sampling.top_k": 1,
+            "sampling.temp": 0.0,
+            "speculative.draft.n_max": 5,
+        }
         assert engine.resolved.n_gpu_layers == 0 and engine.resolved.gpu_offload == "none (no GPU)"
         # top_k=1, temp=0 as server defaults: a request that sets no sampling is greedy, hence repeatable
         request = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8}
@@ -112,14 +146,26 @@ def test_options_reach_xllamacpps_params(smol_path: str) -> None:
 @pytest.mark.slow
 def test_launch_over_http_validates_and_reports_params(local_server) -> None:
     api = local_server.api
-    bad = httpx.post(f"{api}/models", timeout=60, json={
-        "model_name": "smollm2-instruct", "model_uid": "opts-bad", "sampling.top_kk": 3})
+    bad = httpx.post(
+        f"{api}/models",
+        timeout=60,
+        json={"model_name": "smollm2-instruct", "model_uid": "opts-bad", "sampling.top_kk": 3},
+    )
     assert bad.status_code == 400
     assert "sampling.top_k" in bad.json()["error"]["message"]
     assert bad.json()["error"]["param"] == "sampling.top_kk"
-    launched = httpx.post(f"{api}/models", timeout=120, json={
-        "model_name": "smollm2-instruct", "model_uid": "opts-good", "n_ctx": 1024, "n_parallel": 1,
-        "sampling.top_k": 7, "speculative": {"draft": {"n_min": 1}}})
+    launched = httpx.post(
+        f"{api}/models",
+        timeout=120,
+        json={
+            "model_name": "smollm2-instruct",
+            "model_uid": "opts-good",
+            "n_ctx": 1024,
+            "n_parallel": 1,
+            "sampling.top_k": 7,
+            "speculative": {"draft": {"n_min": 1}},
+        },
+    )
     assert launched.status_code == 200, launched.text
     try:
         config = httpx.get(f"{api}/models/opts-good", timeout=10).json()["engine_config"]
@@ -149,8 +195,15 @@ def test_unset_gpu_layers_are_estimated_on_a_cuda_worker(smol_path: str) -> None
     family = ModelRegistry().get("smollm2-instruct")
 
     def engine_on(hardware, **options) -> LlamaCppEngine:
-        return LlamaCppEngine(model_uid="gpu", family=family, spec=family.model_specs[0], quantization="Q4_1",
-                              model_path=smol_path, config=LlamaCppEngine.parse_config(options), hardware=hardware)
+        return LlamaCppEngine(
+            model_uid="gpu",
+            family=family,
+            spec=family.model_specs[0],
+            quantization="Q4_1",
+            model_path=smol_path,
+            config=LlamaCppEngine.parse_config(options),
+            hardware=hardware,
+        )
 
     # a hardware shape of a GPU worker (this machine has none); only the sizing runs, nothing loads
     gpu = engine_on(linux(gpus=1, vram=8, vram_free=7))
@@ -184,8 +237,12 @@ def test_defaults_are_the_measured_ones_for_the_common_chat_case() -> None:
 
     cpu = LlamaCppConfig().resolve(cpu_count=2, context_length=131072, gpu=False)
     # unified KV: each request may use the whole context (per-slot KV measured no cache or speed gain)
-    assert (cpu.kv_unified, cpu.cache_prompt, cpu.n_parallel, cpu.n_ctx) == (True, True, DEFAULT_CPU_SLOTS,
-                                                                           MAX_DEFAULT_CTX)
+    assert (cpu.kv_unified, cpu.cache_prompt, cpu.n_parallel, cpu.n_ctx) == (
+        True,
+        True,
+        DEFAULT_CPU_SLOTS,
+        MAX_DEFAULT_CTX,
+    )
     assert (DEFAULT_CPU_SLOTS, DEFAULT_GPU_SLOTS, MAX_DEFAULT_CTX) == (4, 8, 8192)
     # batch sizes are llama.cpp's own (2048/512); its host-memory prompt cache is capped at 1 GiB (8 GiB grew a
     # model process by ~1 MiB per fresh prompt in the soak), and a value given at launch wins

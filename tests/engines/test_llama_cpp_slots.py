@@ -19,8 +19,11 @@ from xinference.model.registry import ModelRegistry
 
 SLOTS = 2
 #: Long enough that no stream ends on its own while the test looks at it: every one is cancelled.
-LONG = {"messages": [{"role": "user", "content": "Tell a long story about a lighthouse."}], "max_tokens": 900,
-        "ignore_eos": True}
+LONG = {
+    "messages": [{"role": "user", "content": "Tell a long story about a lighthouse."}],
+    "max_tokens": 900,
+    "ignore_eos": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +31,13 @@ def engine():
     family = ModelRegistry().get("smollm2-instruct")
     spec = family.model_specs[0]
     engine = LlamaCppEngine(
-        model_uid="unit-llama-slots", family=family, spec=spec, quantization="Q4_1",
+        model_uid="unit-llama-slots",
+        family=family,
+        spec=spec,
+        quantization="Q4_1",
         model_path=resolve_model_path(spec, "Q4_1"),
-        config=LlamaCppEngine.parse_config({"n_ctx": 4096, "n_parallel": SLOTS}), hardware=detect_hardware(),
+        config=LlamaCppEngine.parse_config({"n_ctx": 4096, "n_parallel": SLOTS}),
+        hardware=detect_hardware(),
     )
     asyncio.run(engine.load())
     yield engine
@@ -69,18 +76,27 @@ def test_idle_engine_reports_free_slots(engine: LlamaCppEngine) -> None:
 def test_llama_counters_move_by_the_tokens_of_a_request(engine: LlamaCppEngine) -> None:
     """llama.cpp's own counters, read through the in-process metrics handler. Runs before the tests that cancel
     requests, so that nothing else is generating while it counts."""
+
     async def scenario() -> None:
         await until(lambda: "generation_tokens" in engine.stats(), "llama.cpp's counters were read")
         before = engine.stats()
-        reply = await engine.chat({"messages": [{"role": "user", "content": "Name a colour of the sea at dawn."}],
-                                   "max_tokens": 7, "ignore_eos": True})
+        reply = await engine.chat(
+            {
+                "messages": [{"role": "user", "content": "Name a colour of the sea at dawn."}],
+                "max_tokens": 7,
+                "ignore_eos": True,
+            }
+        )
         assert reply["usage"]["completion_tokens"] == 7
-        await until(lambda: engine.stats()["generation_tokens"] > before["generation_tokens"],
-                    "llama.cpp counted the generated tokens")
+        await until(
+            lambda: engine.stats()["generation_tokens"] > before["generation_tokens"],
+            "llama.cpp counted the generated tokens",
+        )
         after = engine.stats()
         assert after["generation_tokens"] - before["generation_tokens"] == 7
         assert after["prompt_tokens"] + after["prompt_tokens_cached"] > (
-            before["prompt_tokens"] + before["prompt_tokens_cached"])
+            before["prompt_tokens"] + before["prompt_tokens_cached"]
+        )
         assert after["decode_calls"] > before["decode_calls"]
 
     asyncio.run(scenario())

@@ -23,10 +23,16 @@ from xinference.model.registry import ModelRegistry
 
 #: Output that repeats its prompt: what n-gram lookup can draft from.
 REPEATED = "The quick brown fox jumps over the lazy dog. " * 8
-PROMPT = {"messages": [{"role": "user", "content": f"Repeat this text exactly: {REPEATED}"}], "max_tokens": 48,
-          "temperature": 0}
-OPEN = {"messages": [{"role": "user", "content": "Write two sentences about the sea."}], "max_tokens": 40,
-        "temperature": 0}
+PROMPT = {
+    "messages": [{"role": "user", "content": f"Repeat this text exactly: {REPEATED}"}],
+    "max_tokens": 48,
+    "temperature": 0,
+}
+OPEN = {
+    "messages": [{"role": "user", "content": "Write two sentences about the sea."}],
+    "max_tokens": 40,
+    "temperature": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +47,15 @@ def gemma_path() -> str:
 
 def make_engine(path: str, uid: str, **options: Any) -> LlamaCppEngine:
     family = ModelRegistry().get("smollm2-instruct")
-    return LlamaCppEngine(model_uid=uid, family=family, spec=family.model_specs[0], quantization="Q4_1",
-                          model_path=path, config=LlamaCppEngine.parse_config({"n_ctx": 2048, "n_parallel": 1,
-                                                                               **options}),
-                          hardware=detect_hardware())
+    return LlamaCppEngine(
+        model_uid=uid,
+        family=family,
+        spec=family.model_specs[0],
+        quantization="Q4_1",
+        model_path=path,
+        config=LlamaCppEngine.parse_config({"n_ctx": 2048, "n_parallel": 1, **options}),
+        hardware=detect_hardware(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +63,11 @@ def loaded(smol_path: str) -> Iterator[dict[str, LlamaCppEngine]]:
     engines = {
         "plain": make_engine(smol_path, "plain"),
         # the same GGUF drafting for itself, chosen by llama.cpp's own options
-        "draft": make_engine(smol_path, "self-draft", **{"speculative.types": "draft_simple",
-                                                         "speculative.draft.mparams.path": smol_path}),
+        "draft": make_engine(
+            smol_path,
+            "self-draft",
+            **{"speculative.types": "draft_simple", "speculative.draft.mparams.path": smol_path},
+        ),
         "ngram": make_engine(smol_path, "ngram", speculative={"types": ["ngram_simple"]}),
     }
     for engine in engines.values():
@@ -158,9 +172,20 @@ def test_a_catalog_draft_fills_what_the_user_left_unset(smol_path: str) -> None:
 
 # -- over HTTP: enable_mtp and draft_model_path -----------------------------------------------------------------
 def register(api: str, name: str, folder: str, size: str, draft: dict[str, Any]) -> None:
-    spec = {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
-            "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": size, "quantizations": ["Q4_1"],
-                             "model_uri": f"file://{folder}", "draft_model": draft}]}
+    spec = {
+        "model_name": name,
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": size,
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{folder}",
+                "draft_model": draft,
+            }
+        ],
+    }
     response = httpx.post(f"{api}/model_registrations/LLM", json={"model": json.dumps(spec), "persist": False})
     assert response.status_code == 200, response.text
 
@@ -179,16 +204,34 @@ def test_enable_mtp_over_http(local_server, smol_path: str, gemma_path: str, tmp
         assert needle in response.json()["error"]["message"]
         assert response.json()["error"]["param"] == param
 
-    refused(launch(model_name="smollm2-instruct", model_uid="no-draft", enable_mtp=True),
-            "smollm2-instruct 0_135 ggufv2 declares no draft model", "enable_mtp")
-    refused(launch(model_name="smollm2-instruct", model_uid="tf", model_engine="Transformers",
-                   model_format="pytorch", model_size_in_billions="0_135", enable_mtp=True),
-            "Transformers cannot attach a draft model", "enable_mtp")
+    refused(
+        launch(model_name="smollm2-instruct", model_uid="no-draft", enable_mtp=True),
+        "smollm2-instruct 0_135 ggufv2 declares no draft model",
+        "enable_mtp",
+    )
+    refused(
+        launch(
+            model_name="smollm2-instruct",
+            model_uid="tf",
+            model_engine="Transformers",
+            model_format="pytorch",
+            model_size_in_billions="0_135",
+            enable_mtp=True,
+        ),
+        "Transformers cannot attach a draft model",
+        "enable_mtp",
+    )
     register(api, "smol-tiny-target", str(tmp_path), "0_1", smol_draft)
-    refused(launch(model_name="smol-tiny-target", enable_mtp=True),
-            "is not smaller than the target smol-tiny-target", "enable_mtp")
-    refused(launch(model_name="smollm2-instruct", model_uid="gemma-draft", draft_model_path=gemma_path),
-            "its tokenizer is llama, the target's is gpt2", "draft_model_path")
+    refused(
+        launch(model_name="smol-tiny-target", enable_mtp=True),
+        "is not smaller than the target smol-tiny-target",
+        "enable_mtp",
+    )
+    refused(
+        launch(model_name="smollm2-instruct", model_uid="gemma-draft", draft_model_path=gemma_path),
+        "its tokenizer is llama, the target's is gpt2",
+        "draft_model_path",
+    )
 
     # A target registered as a 1B model (the same small weights: a stand-in for a bigger sibling) drafted by the
     # catalog's 135M SmolLM2, attached by enable_mtp.
@@ -197,8 +240,11 @@ def test_enable_mtp_over_http(local_server, smol_path: str, gemma_path: str, tmp
     assert launched.status_code == 200, launched.text
     try:
         config = httpx.get(f"{api}/models/smol-as-1b", timeout=10).json()["engine_config"]
-        assert config["speculative"] == {"draft": "smollm2-instruct 0_135 ggufv2 Q4_1", "draft_source": "catalog",
-                                         "types": ["draft_simple"]}
+        assert config["speculative"] == {
+            "draft": "smollm2-instruct 0_135 ggufv2 Q4_1",
+            "draft_source": "catalog",
+            "types": ["draft_simple"],
+        }
         assert "draft" not in config and smol_path not in json.dumps(config)  # no local path in the result
         # few tokens, a long timeout: on a crowded 2-core machine llama.cpp's spinning threads can crawl
         request = {**PROMPT, "max_tokens": 12}
@@ -208,8 +254,11 @@ def test_enable_mtp_over_http(local_server, smol_path: str, gemma_path: str, tmp
         assert drafted.json()["choices"][0]["message"]["content"] == plain.json()["choices"][0]["message"]["content"]
         # the acceptance counters reach Prometheus through the engine's stats
         metrics = httpx.get(f"{local_server.endpoint}/metrics", timeout=30).text
-        drafted_lines = [line for line in metrics.splitlines()
-                         if line.startswith("xinference:engine_spec_draft_tokens") and '"smol-as-1b"' in line]
+        drafted_lines = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith("xinference:engine_spec_draft_tokens") and '"smol-as-1b"' in line
+        ]
         assert drafted_lines and float(drafted_lines[0].rsplit(" ", 1)[1]) > 0, metrics[-2000:]
     finally:
         httpx.delete(f"{api}/models/smol-as-1b", timeout=60)

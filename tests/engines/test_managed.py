@@ -80,8 +80,12 @@ def test_kill_9_of_the_model_process_leaves_no_server_process(tmp_path: Path) ->
         print(server.watchdog.pid, flush=True)
         time.sleep(600)
     """)
-    model = subprocess.Popen([sys.executable, "-c", model_code], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    model = subprocess.Popen(
+        [sys.executable, "-c", model_code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
     try:
         assert model.stdout is not None
         watchdog = int(model.stdout.readline())
@@ -103,8 +107,13 @@ def test_kill_9_of_the_model_process_leaves_no_server_process(tmp_path: Path) ->
 def test_stop_ends_the_whole_tree(tmp_path: Path, ignore_term: bool) -> None:
     pids_file = tmp_path / "pids"
     env = {**os.environ, **({"IGNORE_TERM": "1"} if ignore_term else {})}
-    server = ServerProcess("stand-in", [sys.executable, "-c", _TREE, str(pids_file)], env,
-                           log_path=tmp_path / "server.log", stop_grace_s=1.0)
+    server = ServerProcess(
+        "stand-in",
+        [sys.executable, "-c", _TREE, str(pids_file)],
+        env,
+        log_path=tmp_path / "server.log",
+        stop_grace_s=1.0,
+    )
     server.start()
     pids = _wait_for_pids(pids_file)
     time.sleep(1.5)
@@ -133,15 +142,29 @@ def test_a_temporary_log_is_removed_on_stop(tmp_path: Path) -> None:
 
 
 def test_server_errors_map_to_platform_errors() -> None:
-    vllm_body = json.dumps({"error": {"message": "This model's maximum context length is 2048 tokens. However, your "
-                                                 "prompt contains 3000 input tokens.", "type": "BadRequestError",
-                                      "param": "input_tokens", "code": 400}})
+    vllm_body = json.dumps(
+        {
+            "error": {
+                "message": "This model's maximum context length is 2048 tokens. However, your "
+                "prompt contains 3000 input tokens.",
+                "type": "BadRequestError",
+                "param": "input_tokens",
+                "code": 400,
+            }
+        }
+    )
     assert isinstance(error_from_server("vLLM", 400, vllm_body), ContextLengthExceeded)
-    sglang_body = json.dumps({"object": "error", "message": "The input (5000 tokens) is longer than the model's "
-                                                           "context length (4096 tokens).", "code": 400})
+    sglang_body = json.dumps(
+        {
+            "object": "error",
+            "message": "The input (5000 tokens) is longer than the model's context length (4096 tokens).",
+            "code": 400,
+        }
+    )
     assert isinstance(error_from_server("SGLang", 400, sglang_body), ContextLengthExceeded)
-    bad = error_from_server("vLLM", 400, json.dumps({"error": {"message": "temperature must be >= 0",
-                                                               "param": "temperature", "code": 400}}))
+    bad = error_from_server(
+        "vLLM", 400, json.dumps({"error": {"message": "temperature must be >= 0", "param": "temperature", "code": 400}})
+    )
     assert type(bad) is InvalidRequest and bad.message == "temperature must be >= 0" and bad.param == "temperature"
     assert isinstance(error_from_server("vLLM", 422, b"not json"), InvalidRequest)
     busy = error_from_server("vLLM", 503, b'{"error": {"message": "overloaded"}}')
@@ -151,23 +174,41 @@ def test_server_errors_map_to_platform_errors() -> None:
 
 
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                     "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {
-        "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]},
+        },
+    },
 ]
 
 
 def _reply(content: str, finish: str = "stop") -> dict:
-    return {"id": "c1", "object": "chat.completion", "created": 1, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
+    }
 
 
 def test_forced_named_call_becomes_a_structured_request_and_a_tool_call() -> None:
-    request = {"messages": [{"role": "user", "content": "weather in Paris?"}], "tools": TOOLS,
-               "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    request = {
+        "messages": [{"role": "user", "content": "weather in Paris?"}],
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    }
     forced = forced_tool_call(request)
     assert forced is not None
     sent = forced.request
@@ -187,8 +228,9 @@ def test_forced_named_call_becomes_a_structured_request_and_a_tool_call() -> Non
 
 
 def test_forced_required_call_chooses_among_tools_and_validates() -> None:
-    forced = forced_tool_call({"messages": [{"role": "system", "content": "Be brief."}], "tools": TOOLS,
-                               "tool_choice": "required"})
+    forced = forced_tool_call(
+        {"messages": [{"role": "system", "content": "Be brief."}], "tools": TOOLS, "tool_choice": "required"}
+    )
     assert forced is not None
     assert len(forced.schema()["anyOf"]) == 2
     assert forced.request["messages"][0]["content"].startswith("Be brief.")
@@ -214,15 +256,17 @@ def test_tool_choice_errors_are_400() -> None:
 
 
 def test_parse_metrics_sums_label_sets() -> None:
-    text = "\n".join([
-        "# HELP vllm:num_requests_running Number of requests running.",
-        "# TYPE vllm:num_requests_running gauge",
-        'vllm:num_requests_running{engine="0",model_name="m"} 2.0',
-        'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
-        'vllm:generation_tokens_total{engine="0"} 1.5e+03',
-        "sglang:num_queue_reqs 4",
-        "broken_line{ nan-value",
-    ])
-    assert parse_metrics(text, {"vllm:num_requests_running", "vllm:generation_tokens_total", "sglang:num_queue_reqs",
-                                "absent"}) == {"vllm:num_requests_running": 3.0,
-                                               "vllm:generation_tokens_total": 1500.0, "sglang:num_queue_reqs": 4.0}
+    text = "\n".join(
+        [
+            "# HELP vllm:num_requests_running Number of requests running.",
+            "# TYPE vllm:num_requests_running gauge",
+            'vllm:num_requests_running{engine="0",model_name="m"} 2.0',
+            'vllm:num_requests_running{engine="1",model_name="m"} 1.0',
+            'vllm:generation_tokens_total{engine="0"} 1.5e+03',
+            "sglang:num_queue_reqs 4",
+            "broken_line{ nan-value",
+        ]
+    )
+    assert parse_metrics(
+        text, {"vllm:num_requests_running", "vllm:generation_tokens_total", "sglang:num_queue_reqs", "absent"}
+    ) == {"vllm:num_requests_running": 3.0, "vllm:generation_tokens_total": 1500.0, "sglang:num_queue_reqs": 4.0}

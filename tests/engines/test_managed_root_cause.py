@@ -24,8 +24,10 @@ from xinference.errors import LaunchFailed
 from xinference.model.registry import ModelRegistry
 
 VLLM_LOG = Path(__file__).parent / "data" / "vllm_cpu_memory_check_failed.log"
-CAUSE = ("ValueError: Available memory on node 0 (8.46/10.09 GiB) on startup is less than desired CPU memory "
-         "utilization (0.92, 9.28 GiB).")
+CAUSE = (
+    "ValueError: Available memory on node 0 (8.46/10.09 GiB) on startup is less than desired CPU memory "
+    "utilization (0.92, 9.28 GiB)."
+)
 
 
 def test_the_first_exception_of_a_real_vllm_log_is_the_root_cause() -> None:
@@ -37,13 +39,18 @@ def test_the_first_exception_of_a_real_vllm_log_is_the_root_cause() -> None:
 
 
 def test_pointers_count_only_when_nothing_else_was_raised() -> None:
-    pointers = ("Exception: WorkerProc initialization failed due to an exception in a background process. See "
-                "stack trace for root cause.\nRuntimeError: Engine core initialization failed. See root cause above.")
-    assert root_cause(pointers) == ("Exception: WorkerProc initialization failed due to an exception in a "
-                                    "background process. See stack trace for root cause.")
+    pointers = (
+        "Exception: WorkerProc initialization failed due to an exception in a background process. See "
+        "stack trace for root cause.\nRuntimeError: Engine core initialization failed. See root cause above."
+    )
+    assert root_cause(pointers) == (
+        "Exception: WorkerProc initialization failed due to an exception in a "
+        "background process. See stack trace for root cause."
+    )
     assert root_cause("INFO loading\nWARNING slow\nDeprecationWarning: old\n") is None
-    assert root_cause("  File \"x.py\", line 3\ntorch.OutOfMemoryError: CUDA out of memory.\n") == (
-        "torch.OutOfMemoryError: CUDA out of memory.")
+    assert root_cause('  File "x.py", line 3\ntorch.OutOfMemoryError: CUDA out of memory.\n') == (
+        "torch.OutOfMemoryError: CUDA out of memory."
+    )
     # SGLang's logger prefix (a bracketed time and rank), and a bare exception name ending a traceback
     sglang = "[2025-06-01 10:00 TP0] Scheduler hit an exception\n[2025-06-01 10:00:00 TP0] OSError: No memory.\n"
     assert root_cause(sglang) == "OSError: No memory."
@@ -82,16 +89,24 @@ class ReplayedLogEngine(ManagedServerEngine):
         return [python, "-c", "import sys; sys.stdout.write(sys.argv[1]); sys.exit(1)", self.log_text]
 
 
-def test_the_launch_error_names_the_root_cause_before_the_last_lines(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_launch_error_names_the_root_cause_before_the_last_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "model.log"
     log.write_text("a previous launch of this replica\nValueError: an old failure, not this launch's\n")
     monkeypatch.setenv("XINFERENCE_MODEL_LOG", str(log))
     monkeypatch.setattr(ReplayedLogEngine, "log_text", VLLM_LOG.read_text())
     family = ModelRegistry().get("smollm2-instruct")
     spec = next(s for s in family.model_specs if s.model_format == "pytorch")
-    engine = ReplayedLogEngine(model_uid="uid-1", family=family, spec=spec, quantization="none", model_path="/w",
-                               config=ReplayedLogEngine.parse_config({}), hardware=linux())
+    engine = ReplayedLogEngine(
+        model_uid="uid-1",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path="/w",
+        config=ReplayedLogEngine.parse_config({}),
+        hardware=linux(),
+    )
     with pytest.raises(LaunchFailed) as caught:
         asyncio.run(engine.load())
     message = caught.value.message
@@ -104,8 +119,9 @@ def test_the_launch_error_names_the_root_cause_before_the_last_lines(tmp_path: P
 def test_server_process_reads_the_root_cause_since_its_own_start(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("RuntimeError: from an earlier server\n")
-    server = ServerProcess("stand-in", [sys.executable, "-c", "print('RuntimeError: mine', flush=True)"], {},
-                           log_path=log)
+    server = ServerProcess(
+        "stand-in", [sys.executable, "-c", "print('RuntimeError: mine', flush=True)"], {}, log_path=log
+    )
     server.start()
     try:
         server.process.wait(30)

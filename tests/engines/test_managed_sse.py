@@ -19,8 +19,9 @@ def _chunked(parts: list[bytes]) -> bytes:
 async def _serve(answer: bytes, seen: list[bytes], closed: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
         seen.append(head + await reader.readexactly(length))
         writer.write(answer)
         await writer.drain()
@@ -34,16 +35,22 @@ async def _serve(answer: bytes, seen: list[bytes], closed: asyncio.Event | None 
 
 
 def test_chunked_events_split_anywhere() -> None:
-    events = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\ndata: {"n"', b': 3}\n\n', b"data: [DONE]\n\n"]
-    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + \
-        _chunked(events)
+    events = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\ndata: {"n"', b": 3}\n\n", b"data: [DONE]\n\n"]
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(
+        events
+    )
 
     async def run() -> tuple[list[bytes], list[bytes]]:
         seen: list[bytes] = []
         server, port = await _serve(answer, seen)
         async with server:
-            response = await open_sse("127.0.0.1", port, "/v1/chat/completions", {"Authorization": "Bearer k"},
-                                      json.dumps({"stream": True}).encode())
+            response = await open_sse(
+                "127.0.0.1",
+                port,
+                "/v1/chat/completions",
+                {"Authorization": "Bearer k"},
+                json.dumps({"stream": True}).encode(),
+            )
             assert response.status == 200
             got = [payload async for payload in response.events()]
             response.close()
@@ -72,7 +79,7 @@ def test_error_body_with_content_length() -> None:
 
 
 def test_a_dropped_connection_is_an_error_not_an_end() -> None:
-    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"10\r\ndata: {\"n\": 1}\n\n\r\n"
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b'10\r\ndata: {"n": 1}\n\n\r\n'
 
     async def run() -> None:
         server, port = await _serve(answer, [])
@@ -87,7 +94,7 @@ def test_a_dropped_connection_is_an_error_not_an_end() -> None:
 
 
 def test_closing_the_response_reaches_the_server() -> None:
-    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"10\r\ndata: {\"n\": 1}\n\n\r\n"
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b'10\r\ndata: {"n": 1}\n\n\r\n'
 
     async def run() -> None:
         closed = asyncio.Event()

@@ -40,8 +40,15 @@ TEMPLATE = (
 
 
 def _engine(cls: type, model_path: str = "/m") -> Any:
-    return cls(model_uid="q", family=QWEN3, spec=SPEC, quantization="none", model_path=model_path,
-               config=cls.parse_config({}), hardware=CUDA)
+    return cls(
+        model_uid="q",
+        family=QWEN3,
+        spec=SPEC,
+        quantization="none",
+        model_path=model_path,
+        config=cls.parse_config({}),
+        hardware=CUDA,
+    )
 
 
 @pytest.mark.parametrize("cls", [VLLMEngine, SGLangEngine])
@@ -53,8 +60,9 @@ def test_top_level_enable_thinking_moves_into_chat_template_kwargs(cls: type) ->
     assert body["chat_template_kwargs"] == {"custom": 1, "enable_thinking": False}  # the user's kwargs kept
     assert request == {"messages": QUESTION, "enable_thinking": False, "chat_template_kwargs": {"custom": 1}}
     # the top level wins over the kwargs, as thinking_enabled reads it for the output parser
-    body = engine.translate_request({"messages": QUESTION, "enable_thinking": True,
-                                     "chat_template_kwargs": {"enable_thinking": False}}, "chat")
+    body = engine.translate_request(
+        {"messages": QUESTION, "enable_thinking": True, "chat_template_kwargs": {"enable_thinking": False}}, "chat"
+    )
     assert body["chat_template_kwargs"] == {"enable_thinking": True}
     # nothing to move: no kwargs are invented
     assert "chat_template_kwargs" not in engine.translate_request({"messages": QUESTION}, "chat")
@@ -63,15 +71,17 @@ def test_top_level_enable_thinking_moves_into_chat_template_kwargs(cls: type) ->
 @pytest.mark.parametrize("cls", [VLLMEngine, SGLangEngine])
 def test_reasoning_effort_reaches_the_template(cls: type) -> None:
     engine = _engine(cls)
-    high = engine.translate_request({"messages": QUESTION, "reasoning_effort": "high", "enable_thinking": True},
-                                    "chat")
+    high = engine.translate_request({"messages": QUESTION, "reasoning_effort": "high", "enable_thinking": True}, "chat")
     assert high["chat_template_kwargs"] == {"enable_thinking": True, "reasoning_effort": "high"}
     assert high["reasoning_effort"] == "high"  # a value the servers also read at the top level (gpt-oss)
-    none = engine.translate_request({"messages": QUESTION, "reasoning_effort": "none", "enable_thinking": False},
-                                    "chat")
+    none = engine.translate_request(
+        {"messages": QUESTION, "reasoning_effort": "none", "enable_thinking": False}, "chat"
+    )
     assert "reasoning_effort" not in none and none["chat_template_kwargs"]["reasoning_effort"] == "none"
-    kept = engine.translate_request({"messages": QUESTION, "reasoning_effort": "low",
-                                     "chat_template_kwargs": {"reasoning_effort": "medium"}}, "chat")
+    kept = engine.translate_request(
+        {"messages": QUESTION, "reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "medium"}},
+        "chat",
+    )
     assert kept["chat_template_kwargs"] == {"reasoning_effort": "medium"}
 
 
@@ -83,14 +93,21 @@ def test_server_template_kwargs_does_not_touch_the_request() -> None:
 
 
 def _folder(tmp_path: Path, template: str = TEMPLATE) -> str:
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
-        "chat_template": template, "bos_token": {"content": "<s>", "lstrip": False}, "eos_token": "<|im_end|>"}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {"chat_template": template, "bos_token": {"content": "<s>", "lstrip": False}, "eos_token": "<|im_end|>"}
+        )
+    )
     return str(tmp_path)
 
 
 def test_special_tokens_read_from_the_tokenizer_config(tmp_path: Path) -> None:
-    assert special_tokens(_folder(tmp_path)) == {"bos_token": "<s>", "eos_token": "<|im_end|>", "unk_token": "",
-                                                 "pad_token": ""}
+    assert special_tokens(_folder(tmp_path)) == {
+        "bos_token": "<s>",
+        "eos_token": "<|im_end|>",
+        "unk_token": "",
+        "pad_token": "",
+    }
     assert special_tokens(str(tmp_path / "absent"))["bos_token"] == ""
 
 
@@ -101,15 +118,28 @@ def test_sglang_count_tokens_renders_then_asks_tokenize(tmp_path: Path) -> None:
     def tokenize(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         sent.append((request.url.path, body))
-        return httpx.Response(200, json={"tokens": list(range(len(body["prompt"]))),
-                                         "count": len(body["prompt"]), "max_model_len": 4096})
+        return httpx.Response(
+            200, json={"tokens": list(range(len(body["prompt"]))), "count": len(body["prompt"]), "max_model_len": 4096}
+        )
 
     engine._client = httpx.AsyncClient(transport=httpx.MockTransport(tokenize), base_url="http://sglang")
     engine._server = object()  # loaded, as far as the engine can tell
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    history = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-               {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    history = [
+        *QUESTION,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
     count = asyncio.run(engine.count_tokens({"messages": history, "tools": tools, "enable_thinking": False}))
     [(path, body)] = sent
     assert path == "/tokenize" and body["model"] == "q" and body["add_special_tokens"] is False
@@ -138,17 +168,24 @@ def test_sglang_prompt_content_parts(tmp_path: Path) -> None:
 
 
 def test_sglang_prompt_gives_tools_as_sglang_does(tmp_path: Path) -> None:
-    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
-             for name in ("get_weather", "get_time")]
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        for name in ("get_weather", "get_time")
+    ]
     # tools is null without tools, as Hugging Face's apply_chat_template passes it: real templates test it first
-    bare = ("{% if tools %}{% for t in tools %}{{ t | tojson }};{% endfor %}{% endif %}|"
-            "{% for m in messages %}{{ m.content }}{% endfor %}")
+    bare = (
+        "{% if tools %}{% for t in tools %}{{ t | tojson }};{% endfor %}{% endif %}|"
+        "{% for m in messages %}{{ m.content }}{% endfor %}"
+    )
     prompt = ChatPrompt(QWEN3, _folder(tmp_path, bare), "q")
     rendered = prompt.render({"messages": QUESTION, "tools": tools})
-    assert rendered.startswith('{"description": null, "name": "get_weather", "parameters": {"type": "object"}, '
-                               '"strict": false};{"description": null, "name": "get_time"')
-    named = prompt.render({"messages": QUESTION, "tools": tools,
-                           "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+    assert rendered.startswith(
+        '{"description": null, "name": "get_weather", "parameters": {"type": "object"}, '
+        '"strict": false};{"description": null, "name": "get_time"'
+    )
+    named = prompt.render(
+        {"messages": QUESTION, "tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}
+    )
     assert "get_time" in named and "get_weather" not in named.split("|")[0]
     assert prompt.render({"messages": QUESTION, "tools": tools, "tool_choice": "none"}).startswith("|")
     # TEMPLATE reads t.function.name: the bare form fails there, so the tools are wrapped (SGLang's retry)

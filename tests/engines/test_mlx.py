@@ -43,8 +43,10 @@ INTEL_MAC = mac(apple_silicon=False)
 WINDOWS = HardwareInfo(os="windows", arch="x86_64", cpu_count=4, ram_total_bytes=1 << 34, ram_free_bytes=1 << 33)
 ENVS_DIR = ENGINE_ENVS_DIR
 ENV_PYTHON = ENVS_DIR / "mlx" / "bin" / "python"
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
 
 
 def _spec(fmt: str):  # type: ignore[no-untyped-def]
@@ -111,11 +113,18 @@ def test_rope_theta_lifted_from_transformers5_configs(tmp_path: Path) -> None:
 
 
 def test_rope_scaling_lifted_with_it(tmp_path: Path) -> None:
-    llama3 = {"rope_parameters": {"rope_theta": 500000, "rope_type": "llama3", "factor": 8.0,
-                                  "original_max_position_embeddings": 8192}}
+    llama3 = {
+        "rope_parameters": {
+            "rope_theta": 500000,
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "original_max_position_embeddings": 8192,
+        }
+    }
     assert config_overrides(_config(tmp_path, llama3)) == {
         "rope_theta": 500000.0,
-        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192},
+    }
     wrapped = {"model_type": "gemma3", "text_config": {"rope_parameters": {"rope_theta": 1e6}}}
     assert config_overrides(_config(tmp_path, wrapped)) == {"rope_theta": 1e6}
 
@@ -137,15 +146,23 @@ def test_options_are_typed_and_sized_for_the_worker() -> None:
     cpu = config.resolve(cpu_count=2, metal=False, context_length=8192)
     assert (cpu.max_num_seqs, cpu.n_threads, cpu.max_model_len, cpu.prefill_step_size) == (4, 2, 8192, 512)
     assert config.resolve(cpu_count=10, metal=True, context_length=None).max_num_seqs == 16
-    chosen = MLXConfig(max_num_seqs=1, max_model_len=512, n_threads=1).resolve(cpu_count=8, metal=True,
-                                                                               context_length=8192)
+    chosen = MLXConfig(max_num_seqs=1, max_model_len=512, n_threads=1).resolve(
+        cpu_count=8, metal=True, context_length=8192
+    )
     assert (chosen.max_num_seqs, chosen.max_model_len, chosen.n_threads) == (1, 512, 1)
 
 
 def _engine() -> MLXEngine:
     spec = SMOLLM2.model_specs[0]
-    engine = MLXEngine(model_uid="u", family=SMOLLM2, spec=spec, quantization=spec.quantizations[0],
-                       model_path="/m", config=MLXConfig(), hardware=CPU)
+    engine = MLXEngine(
+        model_uid="u",
+        family=SMOLLM2,
+        spec=spec,
+        quantization=spec.quantizations[0],
+        model_path="/m",
+        config=MLXConfig(),
+        hardware=CPU,
+    )
     engine.resolved = MLXConfig(max_model_len=64).resolve(cpu_count=2, metal=False, context_length=None)
     engine._stop_token_ids = frozenset({2})
     engine._vocab_size = 49152
@@ -154,10 +171,26 @@ def _engine() -> MLXEngine:
 
 def test_request_fields_become_sampling_params() -> None:
     engine = _engine()
-    plan = engine._plan("chat", {"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 3,
-                                 "repeat_penalty": 1.2, "presence_penalty": 0.5, "frequency_penalty": 0.25,
-                                 "logit_bias": {"15": 100, "7": -3}, "stop": ["END"], "max_tokens": 8,
-                                 "logprobs": True, "top_logprobs": 2, "n": 2}, prompt_len=10)
+    plan = engine._plan(
+        "chat",
+        {
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "top_k": 40,
+            "min_p": 0.05,
+            "seed": 3,
+            "repeat_penalty": 1.2,
+            "presence_penalty": 0.5,
+            "frequency_penalty": 0.25,
+            "logit_bias": {"15": 100, "7": -3},
+            "stop": ["END"],
+            "max_tokens": 8,
+            "logprobs": True,
+            "top_logprobs": 2,
+            "n": 2,
+        },
+        prompt_len=10,
+    )
     params = plan.params
     assert (params.temperature, params.top_p, params.top_k, params.min_p, params.seed) == (0.7, 0.9, 40, 0.05, 3)
     assert (params.repetition_penalty, params.presence_penalty, params.frequency_penalty) == (1.2, 0.5, 0.25)
@@ -174,8 +207,9 @@ def test_structured_output_and_forced_calls_become_a_grammar() -> None:
     pytest.importorskip("llguidance")
     engine = _engine()
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    json_plan = engine._plan("chat", {"response_format": {"type": "json_schema",
-                                                          "json_schema": {"name": "c", "schema": schema}}}, 10)
+    json_plan = engine._plan(
+        "chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}}, 10
+    )
     assert json_plan.constraint is not None and json_plan.constraint.kind == "json_schema"
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
     forced = engine._plan("chat", {"tools": tools, "tool_choice": "required"}, 10)
@@ -185,9 +219,13 @@ def test_structured_output_and_forced_calls_become_a_grammar() -> None:
 
 def test_request_errors_are_400s_naming_the_field() -> None:
     engine = _engine()
-    for body, field in (({"n": 9}, "n"), ({"logit_bias": {"hello": 1}}, "logit_bias"),
-                        ({"logit_bias": {"1": 500}}, "logit_bias"), ({"top_logprobs": 2}, "top_logprobs"),
-                        ({"tool_choice": "required"}, "tool_choice")):
+    for body, field in (
+        ({"n": 9}, "n"),
+        ({"logit_bias": {"hello": 1}}, "logit_bias"),
+        ({"logit_bias": {"1": 500}}, "logit_bias"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"tool_choice": "required"}, "tool_choice"),
+    ):
         with pytest.raises(InvalidRequest) as caught:
             engine._plan("chat", body, prompt_len=4)
         assert caught.value.param == field, body
@@ -219,8 +257,13 @@ def test_in_process_suite_in_the_env(mlx_env: Path) -> None:
     """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
     suite = Path(__file__).with_name("test_mlx_engine.py")
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
-                            cwd=root, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " skipped" not in result.stdout
 
@@ -232,18 +275,29 @@ def mlx_server(tmp_path_factory: pytest.TempPathFactory, mlx_env: Path):  # type
     from benchmark._weights import converted_smollm2
 
     weights = converted_smollm2()
-    server = start_local_server(tmp_path_factory.mktemp("xinference-home"),
-                                env={"XINFERENCE_ENVS_DIR": str(ENVS_DIR)})
+    server = start_local_server(tmp_path_factory.mktemp("xinference-home"), env={"XINFERENCE_ENVS_DIR": str(ENVS_DIR)})
     name = "smollm2-135m-mlx-test"
-    family = {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
-              "stop_token_ids": [2], "stop": ["<|im_end|>"],
-              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
-                               "quantizations": ["none"], "model_uri": f"file://{weights}"}]}
+    family = {
+        "model_name": name,
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "stop_token_ids": [2],
+        "stop": ["<|im_end|>"],
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["none"],
+                "model_uri": f"file://{weights}",
+            }
+        ],
+    }
     try:
         registered = httpx.post(f"{server.api}/model_registrations/LLM", json={"model": family}, timeout=30)
         assert registered.status_code == 200, registered.text
-        launched = httpx.post(f"{server.api}/models", timeout=300,
-                              json={"model_name": name, "model_engine": "MLX", "max_num_seqs": 2})
+        launched = httpx.post(
+            f"{server.api}/models", timeout=300, json={"model_name": name, "model_engine": "MLX", "max_num_seqs": 2}
+        )
         assert launched.status_code == 200, launched.text + server.log()[-3000:]
         yield server, name
     finally:
@@ -285,8 +339,9 @@ def test_chat_stream_and_usage_through_the_server(mlx_server) -> None:  # type: 
     reply = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16)
     assert "Paris" in (reply.choices[0].message.content or "")
     assert reply.usage is not None and reply.usage.completion_tokens > 0
-    stream = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=name, messages=QUESTION, temperature=0, max_tokens=16, stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
@@ -307,8 +362,14 @@ def test_the_engine_table_lists_mlx_once_installed(mlx_server) -> None:  # type:
 def _cli(server: LocalServer, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """``xinference ARGS`` as a user runs it, against ``server`` (``XINFERENCE_ENDPOINT``)."""
     env = {**os.environ, "XINFERENCE_ENDPOINT": server.endpoint}
-    return subprocess.run([sys.executable, "-m", "xinference.cli", *args], capture_output=True, text=True,
-                          env=env, input=stdin, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "xinference.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -324,8 +385,24 @@ def test_install_then_launch_from_the_command_line(mlx_server) -> None:  # type:
     installed = _cli(server, "engine", "install", "MLX")
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "MLX is already installed" in installed.stdout and "MLX installed (" in installed.stdout
-    launched = _cli(server, "launch", "-n", "smollm2-instruct", "-en", "MLX", "-f", "pytorch", "-s", "0_135",
-                    "-u", "mlx-cli", "--model-path", str(converted_smollm2()), "--max_num_seqs", "1")
+    launched = _cli(
+        server,
+        "launch",
+        "-n",
+        "smollm2-instruct",
+        "-en",
+        "MLX",
+        "-f",
+        "pytorch",
+        "-s",
+        "0_135",
+        "-u",
+        "mlx-cli",
+        "--model-path",
+        str(converted_smollm2()),
+        "--max_num_seqs",
+        "1",
+    )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert "Model uid: mlx-cli" in launched.stdout and "Engine: MLX" in launched.stdout
     try:
@@ -333,7 +410,8 @@ def test_install_then_launch_from_the_command_line(mlx_server) -> None:  # type:
         assert chat.returncode == 0, chat.stdout + chat.stderr
         assert chat.stdout.replace(">>>", "").strip(), chat.stdout  # a streamed reply was printed
         reply = OpenAI(base_url=server.api, api_key="x").chat.completions.create(
-            model="mlx-cli", messages=QUESTION, temperature=0, max_tokens=16)
+            model="mlx-cli", messages=QUESTION, temperature=0, max_tokens=16
+        )
         assert "Paris" in (reply.choices[0].message.content or "")
     finally:
         terminated = _cli(server, "terminate", "-u", "mlx-cli")
@@ -347,26 +425,48 @@ def test_json_schema_and_forced_tool_call_through_the_server(mlx_server) -> None
     jsonschema = pytest.importorskip("jsonschema")
     server, name = mlx_server
     client = OpenAI(base_url=server.api, api_key="x")
-    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                               "country": {"type": "string", "maxLength": 30}},
-              "required": ["city", "country"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}, "country": {"type": "string", "maxLength": 30}},
+        "required": ["city", "country"],
+        "additionalProperties": False,
+    }
     reply = client.chat.completions.create(
-        model=name, messages=QUESTION, temperature=0, max_tokens=60,
-        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}})
+        model=name,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+    )
     jsonschema.validate(json.loads(reply.choices[0].message.content or ""), schema)
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
-                                               "parameters": schema}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "Current weather of a city", "parameters": schema},
+        }
+    ]
     forced = client.chat.completions.create(
-        model=name, messages=[{"role": "user", "content": "What is the weather in Paris?"}], temperature=0,
-        max_tokens=60, tools=tools, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        model=name,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        temperature=0,
+        max_tokens=60,
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
     choice = forced.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
     call = choice.message.tool_calls[0]
     assert call.function.name == "get_weather"
     jsonschema.validate(json.loads(call.function.arguments), schema)
-    bad = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
-        "model": name, "messages": QUESTION, "response_format": {"type": "json_schema",
-                                                                 "json_schema": {"schema": {"type": "nonsense"}}}})
+    bad = httpx.post(
+        f"{server.api}/chat/completions",
+        timeout=60,
+        json={
+            "model": name,
+            "messages": QUESTION,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}},
+        },
+    )
     assert bad.status_code == 400 and "response_format" in bad.text
 
 
@@ -376,8 +476,13 @@ def test_client_disconnect_frees_the_request(mlx_server) -> None:  # type: ignor
     address = _replica(server, name)["address"]
     before = _engine_stats(address)
     assert before["mode"] == "batch" and before["blas"] != "mlx"  # batching, with OpenBLAS
-    body = {"model": name, "messages": [{"role": "user", "content": "Tell me a very long story."}],
-            "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    body = {
+        "model": name,
+        "messages": [{"role": "user", "content": "Tell me a very long story."}],
+        "max_tokens": 2000,
+        "ignore_eos": True,
+        "stream": True,
+    }
     with httpx.stream("POST", f"{server.api}/chat/completions", json=body, timeout=120) as response:
         seen = 0
         for line in response.iter_lines():
@@ -415,5 +520,4 @@ def test_kill_9_then_terminate_leaves_nothing(mlx_server) -> None:  # type: igno
     terminated = httpx.delete(f"{server.api}/models/{name}", timeout=60)
     assert terminated.status_code == 200, terminated.text
     second.wait(timeout=30)
-    assert not any(str(ENVS_DIR / "mlx") in " ".join(p.cmdline()) for p in server.descendants()
-                   if p.is_running())
+    assert not any(str(ENVS_DIR / "mlx") in " ".join(p.cmdline()) for p in server.descendants() if p.is_running())

@@ -26,8 +26,10 @@ from xinference.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
 pytestmark = pytest.mark.slow
 
 
@@ -46,8 +48,15 @@ def loop():  # type: ignore[no-untyped-def]
 
 def _make(loop, weights: Path, uid: str, **options):  # type: ignore[no-untyped-def]
     family = ModelRegistry().get("smollm2-instruct")
-    engine = MLXEngine(model_uid=uid, family=family, spec=family.model_specs[0], quantization="none",
-                       model_path=str(weights), config=MLXEngine.parse_config(options), hardware=detect_hardware())
+    engine = MLXEngine(
+        model_uid=uid,
+        family=family,
+        spec=family.model_specs[0],
+        quantization="none",
+        model_path=str(weights),
+        config=MLXEngine.parse_config(options),
+        hardware=detect_hardware(),
+    )
     loop.run_until_complete(engine.load())
     return engine
 
@@ -93,19 +102,42 @@ def test_max_tokens_stop_strings_seed_and_penalties(loop, engine) -> None:  # ty
     stopped = chat(loop, engine, QUESTION, temperature=0, max_tokens=16, stop=[" Paris"])
     assert "Paris" not in content(stopped) and content(stopped).startswith("The capital")
     assert stopped["choices"][0]["finish_reason"] == "stop"
-    sampled = [content(chat(loop, engine, user("Write a word."), temperature=1.5, top_p=0.95, top_k=50,
-                            min_p=0.01, seed=seed, max_tokens=12)) for seed in (7, 7, 8)]
+    sampled = [
+        content(
+            chat(
+                loop,
+                engine,
+                user("Write a word."),
+                temperature=1.5,
+                top_p=0.95,
+                top_k=50,
+                min_p=0.01,
+                seed=seed,
+                max_tokens=12,
+            )
+        )
+        for seed in (7, 7, 8)
+    ]
     assert sampled[0] == sampled[1]
     banned = chat(loop, engine, QUESTION, temperature=0, max_tokens=16, logit_bias={"7042": -100})  # " Paris"
     assert "Paris" not in content(banned)
-    penalised = chat(loop, engine, user("Repeat: la la la la"), temperature=0, max_tokens=8,
-                     presence_penalty=1.5, frequency_penalty=1.0, repeat_penalty=1.3)
+    penalised = chat(
+        loop,
+        engine,
+        user("Repeat: la la la la"),
+        temperature=0,
+        max_tokens=8,
+        presence_penalty=1.5,
+        frequency_penalty=1.0,
+        repeat_penalty=1.3,
+    )
     assert penalised["usage"]["completion_tokens"] > 0
 
 
 def test_completions(loop, engine) -> None:  # type: ignore[no-untyped-def]
-    reply = loop.run_until_complete(engine.completions({"prompt": "The capital of France is", "max_tokens": 4,
-                                                        "temperature": 0}))
+    reply = loop.run_until_complete(
+        engine.completions({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0})
+    )
     assert reply["object"] == "text_completion" and "Paris" in reply["choices"][0]["text"]
 
 
@@ -116,8 +148,9 @@ def test_batched_greedy_matches_solo_and_respects_max_num_seqs(loop, engine) -> 
 
     async def together():  # type: ignore[no-untyped-def]
         requests = [engine.chat({"messages": user(p), "temperature": 0, "max_tokens": 10}) for p in prompts]
-        requests.append(engine.chat({"messages": user("Write a word."), "temperature": 1.0, "seed": 11,
-                                     "max_tokens": 8}))
+        requests.append(
+            engine.chat({"messages": user("Write a word."), "temperature": 1.0, "seed": 11, "max_tokens": 8})
+        )
         return await asyncio.gather(*requests)
 
     replies = loop.run_until_complete(together())
@@ -130,8 +163,9 @@ def test_batched_greedy_matches_solo_and_respects_max_num_seqs(loop, engine) -> 
 def test_cancel_frees_the_row_at_the_next_token(loop, engine) -> None:  # type: ignore[no-untyped-def]
     async def scenario():  # type: ignore[no-untyped-def]
         before = engine.stats()
-        long = await engine.chat_stream({"messages": user("Tell me a very long story."), "max_tokens": 400,
-                                         "ignore_eos": True, "temperature": 0})
+        long = await engine.chat_stream(
+            {"messages": user("Tell me a very long story."), "max_tokens": 400, "ignore_eos": True, "temperature": 0}
+        )
         first, _ = await long.next_batch()
         short = await engine.chat({"messages": user("Hi"), "max_tokens": 3, "temperature": 0})
         assert not long.finished  # the short one joined the running batch and left before the long one
@@ -196,15 +230,17 @@ def test_streamed_text_is_the_whole_decode(loop, engine) -> None:  # type: ignor
         return pieces
 
     pieces = loop.run_until_complete(scenario())
-    whole = content(chat(loop, engine, user("Reply with emoji and Chinese: 👋🏽 你好世界 🎉"), max_tokens=40,
-                         temperature=0))
+    whole = content(
+        chat(loop, engine, user("Reply with emoji and Chinese: 👋🏽 你好世界 🎉"), max_tokens=40, temperature=0)
+    )
     assert "".join(pieces) == whole and not any("\ufffd" in piece for piece in pieces)
 
 
 def test_stream_chunks_and_usage(loop, engine) -> None:  # type: ignore[no-untyped-def]
     async def scenario():  # type: ignore[no-untyped-def]
-        stream = await engine.chat_stream({"messages": QUESTION, "max_tokens": 16, "temperature": 0,
-                                           "stream_options": {"include_usage": True}})
+        stream = await engine.chat_stream(
+            {"messages": QUESTION, "max_tokens": 16, "temperature": 0, "stream_options": {"include_usage": True}}
+        )
         chunks, done = [], False
         while not done:
             batch, done = await stream.next_batch()
@@ -231,21 +267,47 @@ def test_request_errors(loop, engine) -> None:  # type: ignore[no-untyped-def]
     assert refused.value.param == "response_format"
 
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
-                                            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
-                                           "parameters": WEATHER}},
-         {"type": "function", "function": {"name": "get_time", "description": "Local time of a city",
-                                           "parameters": {"type": "object", "properties": {
-                                               "city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}]
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Current weather of a city", "parameters": WEATHER},
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time of a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 40}},
+                "required": ["city"],
+            },
+        },
+    },
+]
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
 def test_forced_tool_call_validates(loop, engine, choice) -> None:  # type: ignore[no-untyped-def]
     jsonschema = pytest.importorskip("jsonschema")
-    reply = chat(loop, engine, user("What is the weather in Paris?"), tools=TOOLS, tool_choice=choice,
-                 temperature=0, max_tokens=60)
+    reply = chat(
+        loop,
+        engine,
+        user("What is the weather in Paris?"),
+        tools=TOOLS,
+        tool_choice=choice,
+        temperature=0,
+        max_tokens=60,
+    )
     result = reply["choices"][0]
     assert result["finish_reason"] == "tool_calls" and not result["message"]["content"]
     [call] = result["message"]["tool_calls"]
@@ -257,14 +319,22 @@ def test_forced_tool_call_validates(loop, engine, choice) -> None:  # type: igno
 
 def test_json_schema_streamed_and_json_object(loop, engine) -> None:  # type: ignore[no-untyped-def]
     jsonschema = pytest.importorskip("jsonschema")
-    schema = {"type": "object", "properties": {"capital": {"type": "string", "maxLength": 30},
-                                               "population_millions": {"type": "number"}},
-              "required": ["capital", "population_millions"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"capital": {"type": "string", "maxLength": 30}, "population_millions": {"type": "number"}},
+        "required": ["capital", "population_millions"],
+        "additionalProperties": False,
+    }
 
     async def streamed():  # type: ignore[no-untyped-def]
-        stream = await engine.chat_stream({
-            "messages": user("Capital of France, as JSON."), "temperature": 0, "max_tokens": 60,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}})
+        stream = await engine.chat_stream(
+            {
+                "messages": user("Capital of France, as JSON."),
+                "temperature": 0,
+                "max_tokens": 60,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
+            }
+        )
         out, done = [], False
         while not done:
             batch, done = await stream.next_batch()
@@ -300,8 +370,9 @@ def test_single_sequence_mode(loop, weights, engine) -> None:  # type: ignore[no
         assert content(chat(loop, solo, QUESTION, temperature=0, max_tokens=12, stop=["."])) == expected
 
         async def cancel_one():  # type: ignore[no-untyped-def]
-            stream = await solo.chat_stream({"messages": user("Tell me a long story."), "max_tokens": 300,
-                                             "ignore_eos": True})
+            stream = await solo.chat_stream(
+                {"messages": user("Tell me a long story."), "max_tokens": 300, "ignore_eos": True}
+            )
             await stream.next_batch()
             stream.cancel()
             queued = await solo.chat({"messages": QUESTION, "temperature": 0, "max_tokens": 12})

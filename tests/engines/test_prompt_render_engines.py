@@ -30,9 +30,11 @@ from xinference.model.registry import ModelRegistry  # noqa: E402
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 #: renders the conversation; with ``boom`` set (a chat_template_kwargs key) it builds the measured 10 MB string
-TEMPLATE = ("{% if boom %}{{ 'a' * 10**7 }}{% endif %}{{ bos_token }}{{ cls_token }}"
-            "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
-            "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}")
+TEMPLATE = (
+    "{% if boom %}{{ 'a' * 10**7 }}{% endif %}{{ bos_token }}{{ cls_token }}"
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}"
+)
 BOOM = {"messages": QUESTION, "chat_template_kwargs": {"boom": True}}
 SMOLLM2 = ModelRegistry().get("smollm2-instruct")
 
@@ -55,8 +57,15 @@ def tokenizer() -> Any:
 
 def _engine(cls: Any, family: Any, config: dict[str, Any], model_path: str = "") -> Any:
     spec = family.model_specs[0]
-    return cls(model_uid="render-test", family=family, spec=spec, quantization=spec.quantizations[0],
-               model_path=model_path, config=cls.parse_config(config), hardware=detect_hardware())
+    return cls(
+        model_uid="render-test",
+        family=family,
+        spec=spec,
+        quantization=spec.quantizations[0],
+        model_path=model_path,
+        config=cls.parse_config(config),
+        hardware=detect_hardware(),
+    )
 
 
 def test_transformers_renders_through_the_shared_renderer(tokenizer: Any) -> None:
@@ -111,7 +120,9 @@ def test_llama_cpp_reasoning_probe_renders_through_the_shared_renderer() -> None
 
 def test_vllm_and_sglang_requests_refuse_reserved_template_variables() -> None:
     assert server_template_kwargs({"chat_template_kwargs": {"boom": True}, "enable_thinking": False}) == {
-        "boom": True, "enable_thinking": False}
+        "boom": True,
+        "enable_thinking": False,
+    }
     for name in ("messages", "add_generation_prompt", "eos_token"):
         with pytest.raises(ChatTemplateError, match=f"may not set '{name}'"):
             server_template_kwargs({"chat_template_kwargs": {name: 1}})

@@ -46,17 +46,33 @@ def build_tiny_cross_encoder(target: Path) -> Path:
 
 
 def rerank_family(path: Path) -> ModelFamily:
-    return ModelFamily.model_validate({
-        "model_name": "tiny-cross-encoder", "model_type": "rerank", "model_ability": ["rerank"], "max_tokens": 128,
-        "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_01", "quantizations": ["none"],
-                         "model_uri": f"file://{path}"}],
-    })
+    return ModelFamily.model_validate(
+        {
+            "model_name": "tiny-cross-encoder",
+            "model_type": "rerank",
+            "model_ability": ["rerank"],
+            "max_tokens": 128,
+            "model_specs": [
+                {
+                    "model_format": "pytorch",
+                    "model_size_in_billions": "0_01",
+                    "quantizations": ["none"],
+                    "model_uri": f"file://{path}",
+                }
+            ],
+        }
+    )
 
 
 def make_engine(family: ModelFamily, path: str, uid: str, **kwargs: object) -> SentenceTransformersEngine:
     return SentenceTransformersEngine(
-        model_uid=uid, family=family, spec=family.model_specs[0], quantization="none", model_path=path,
-        config=SentenceTransformersEngine.parse_config(kwargs), hardware=detect_hardware(),
+        model_uid=uid,
+        family=family,
+        spec=family.model_specs[0],
+        quantization="none",
+        model_path=path,
+        config=SentenceTransformersEngine.parse_config(kwargs),
+        hardware=detect_hardware(),
     )
 
 
@@ -70,8 +86,7 @@ def loop():
 @pytest.fixture(scope="module")
 def embedder(loop):
     family = ModelRegistry().get("all-MiniLM-L6-v2")
-    engine = make_engine(family, resolve_model_path(family.model_specs[0], "none"), "unit-minilm",
-                         batch_window_ms=20)
+    engine = make_engine(family, resolve_model_path(family.model_specs[0], "none"), "unit-minilm", batch_window_ms=20)
     loop.run_until_complete(engine.load())
     yield engine
     loop.run_until_complete(engine.unload())
@@ -91,8 +106,11 @@ def embed(loop, engine, inputs, **extra):
 
 
 def test_embeddings_are_384d_and_semantic(loop, embedder) -> None:
-    reply = embed(loop, embedder, ["A cat sits on the mat.", "A kitten is sitting on a rug.",
-                                   "Quarterly tax filings are due in April."])
+    reply = embed(
+        loop,
+        embedder,
+        ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly tax filings are due in April."],
+    )
     vectors = np.array([d["embedding"] for d in reply["data"]])
     assert vectors.shape == (3, 384) and [d["index"] for d in reply["data"]] == [0, 1, 2]
     assert reply["model"] == "unit-minilm" and reply["object"] == "list"
@@ -148,8 +166,13 @@ def test_tiny_cross_encoder_rerank_orders_by_model_scores(loop, reranker) -> Non
     from sentence_transformers import CrossEncoder
 
     query = "What is the capital of France?"
-    docs = ["Paris is the capital of France.", "Bananas are yellow.", "The Eiffel Tower is in Paris.",
-            "Berlin is in Germany.", "Water boils at 100 degrees."]
+    docs = [
+        "Paris is the capital of France.",
+        "Bananas are yellow.",
+        "The Eiffel Tower is in Paris.",
+        "Berlin is in Germany.",
+        "Water boils at 100 degrees.",
+    ]
     reply = loop.run_until_complete(reranker.rerank({"query": query, "documents": docs, "return_documents": True}))
     expected = CrossEncoder(reranker.model_path, device="cpu").predict([(query, d) for d in docs])
     got = {r["index"]: r["relevance_score"] for r in reply["results"]}

@@ -38,8 +38,11 @@ from xinference.model.registry import ModelRegistry  # noqa: E402
 pytestmark = pytest.mark.slow
 
 ENVS_DIR = str(ENGINE_ENVS_DIR)
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _vllm_env() -> None:
@@ -68,9 +71,26 @@ class SGLangWithVLLMStandingIn(SGLangEngine):
         return str(python)
 
     def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
-        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_path,
-                "--served-model-name", self.model_uid, "--host", "127.0.0.1", "--port", str(port),
-                "--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--api-key", api_key]
+        return [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model_path,
+            "--served-model-name",
+            self.model_uid,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "bfloat16",
+            "--enforce-eager",
+            "--max-model-len",
+            "2048",
+            "--api-key",
+            api_key,
+        ]
 
     def server_env(self) -> dict[str, str]:
         return {**super().server_env(), "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
@@ -89,8 +109,14 @@ def engine(loop: asyncio.AbstractEventLoop, monkeypatch_module: Any) -> Iterator
     family = ModelRegistry().get("smollm2-instruct")
     spec = next(s for s in family.model_specs if s.model_format == "pytorch")
     engine = SGLangWithVLLMStandingIn(
-        model_uid="sglang-standin", family=family, spec=spec, quantization="none",
-        model_path=str(converted_smollm2()), config=SGLangEngine.parse_config({}), hardware=detect_hardware())
+        model_uid="sglang-standin",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path=str(converted_smollm2()),
+        config=SGLangEngine.parse_config({}),
+        hardware=detect_hardware(),
+    )
     stages: list[str] = []
 
     async def load() -> None:
@@ -122,8 +148,9 @@ def _running(engine: SGLangWithVLLMStandingIn) -> float:
 
 
 def test_chat_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-untyped-def]
-    reply = loop.run_until_complete(engine.chat({"messages": QUESTION, "temperature": 0, "max_tokens": 16,
-                                                 "repeat_penalty": 1.0}))
+    reply = loop.run_until_complete(
+        engine.chat({"messages": QUESTION, "temperature": 0, "max_tokens": 16, "repeat_penalty": 1.0})
+    )
     assert "Paris" in reply["choices"][0]["message"]["content"] and reply["model"] == "sglang-standin"
     assert reply["usage"]["completion_tokens"] > 0
 
@@ -131,13 +158,35 @@ def test_chat_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-un
 def test_count_tokens_with_vllm_standing_in(loop, engine) -> None:  # type: ignore[no-untyped-def]
     """SGLang's count (the prompt rendered by the adapter, counted by the server's ``/tokenize``) equals the
     ``prompt_tokens`` the server reports for the same chat, with tools, an earlier call and its result."""
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-    history = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
-               "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-               {"role": "tool", "tool_call_id": "call_1", "content": "Sunny."}]
-    for request in ({"messages": QUESTION}, {"messages": history, "tools": tools, "tool_choice": "none"},
-                    {"messages": QUESTION, "tools": tools, "tool_choice": "required"}):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
+    history = [
+        *QUESTION,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny."},
+    ]
+    for request in (
+        {"messages": QUESTION},
+        {"messages": history, "tools": tools, "tool_choice": "none"},
+        {"messages": QUESTION, "tools": tools, "tool_choice": "required"},
+    ):
         counted = loop.run_until_complete(engine.count_tokens(request))
         reply = loop.run_until_complete(engine.chat({**request, "max_tokens": 48, "temperature": 0}))
         assert counted == reply["usage"]["prompt_tokens"] > 10, request

@@ -24,8 +24,15 @@ def _spec(fmt: str):  # type: ignore[no-untyped-def]
 
 
 def _engine(hardware, **options):  # type: ignore[no-untyped-def]
-    return SGLangEngine(model_uid="q", family=QWEN3, spec=_spec("pytorch"), quantization="none", model_path="/m",
-                        config=SGLangEngine.parse_config(options), hardware=hardware)
+    return SGLangEngine(
+        model_uid="q",
+        family=QWEN3,
+        spec=_spec("pytorch"),
+        quantization="none",
+        model_path="/m",
+        config=SGLangEngine.parse_config(options),
+        hardware=hardware,
+    )
 
 
 def test_gpu_only() -> None:
@@ -44,13 +51,20 @@ def test_load_on_cpu_says_why() -> None:
 
 
 def test_arguments() -> None:
-    config = SGLangEngine.parse_config({"tp_size": 4, "mem_fraction_static": 0.8, "context_length": 32768,
-                                        "disable_radix_cache": True})
+    config = SGLangEngine.parse_config(
+        {"tp_size": 4, "mem_fraction_static": 0.8, "context_length": 32768, "disable_radix_cache": True}
+    )
     assert isinstance(config, SGLangConfig)
     args = config.to_cli_args(model_path="/m", served_model_name="q", host="127.0.0.1", port=30000)
     joined = " ".join(args)
-    for part in ("--model-path /m", "--tp-size 4", "--mem-fraction-static 0.8", "--context-length 32768",
-                 "--disable-radix-cache", "--port 30000"):
+    for part in (
+        "--model-path /m",
+        "--tp-size 4",
+        "--mem-fraction-static 0.8",
+        "--context-length 32768",
+        "--disable-radix-cache",
+        "--port 30000",
+    ):
         assert part in joined
     assert SGLangEngine.gpus_needed(config) == 4
     assert SGLangEngine.gpus_needed(SGLangConfig()) is None
@@ -62,8 +76,15 @@ def test_server_command_and_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
     args = _engine(CUDA).server_args(python="/env/bin/python", port=31000, api_key="secret")
     assert args[:3] == ["/env/bin/python", "-m", "sglang.launch_server"]
     joined = " ".join(args)
-    for part in ("--served-model-name q", "--host 127.0.0.1", "--port 31000", "--tp-size 2", "--api-key secret",
-                 "--tool-call-parser qwen25", "--reasoning-parser qwen3"):
+    for part in (
+        "--served-model-name q",
+        "--host 127.0.0.1",
+        "--port 31000",
+        "--tp-size 2",
+        "--api-key secret",
+        "--tool-call-parser qwen25",
+        "--reasoning-parser qwen3",
+    ):
         assert part in joined
     chosen = _engine(CUDA, tool_call_parser="qwen", tp_size=1).server_args(python="p", port=1, api_key="k")
     assert "--tool-call-parser qwen" in " ".join(chosen) and "--tp-size 1" in " ".join(chosen)

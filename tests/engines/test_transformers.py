@@ -23,8 +23,10 @@ from xinference.errors import ContextLengthExceeded, UnsupportedOption  # noqa: 
 from xinference.hardware import detect_hardware  # noqa: E402
 from xinference.model.registry import ModelRegistry  # noqa: E402
 
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,11 @@ def engine(loop, weights):
     family = ModelRegistry().get("smollm2-instruct")
     spec = next(s for s in family.model_specs if s.model_format == "pytorch")
     engine = TransformersEngine(
-        model_uid="unit-tf", family=family, spec=spec, quantization="none", model_path=str(weights),
+        model_uid="unit-tf",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path=str(weights),
         config=TransformersEngine.parse_config({"max_num_seqs": 3, "max_model_len": 512}),
         hardware=detect_hardware(),
     )
@@ -80,17 +86,28 @@ def test_max_tokens_stop_strings_and_seed(loop, engine) -> None:
     stopped = chat(loop, engine, QUESTION, temperature=0, max_tokens=16, stop=[" Paris"])
     assert "Paris" not in content(stopped) and content(stopped).startswith("The capital")
     assert stopped["choices"][0]["finish_reason"] == "stop"
-    sampled = [content(chat(loop, engine, user("Say something."), temperature=1.0, top_p=0.9, top_k=40, seed=7,
-                            max_tokens=8)) for _ in range(2)]
+    sampled = [
+        content(chat(loop, engine, user("Say something."), temperature=1.0, top_p=0.9, top_k=40, seed=7, max_tokens=8))
+        for _ in range(2)
+    ]
     assert sampled[0] == sampled[1]
-    penalised = chat(loop, engine, user("Repeat: la la la la"), temperature=0, max_tokens=8,
-                     presence_penalty=1.5, frequency_penalty=1.0, repeat_penalty=1.3)
+    penalised = chat(
+        loop,
+        engine,
+        user("Repeat: la la la la"),
+        temperature=0,
+        max_tokens=8,
+        presence_penalty=1.5,
+        frequency_penalty=1.0,
+        repeat_penalty=1.3,
+    )
     assert penalised["usage"]["completion_tokens"] > 0
 
 
 def test_completions(loop, engine) -> None:
-    reply = loop.run_until_complete(engine.completions({"prompt": "The capital of France is", "max_tokens": 4,
-                                                        "temperature": 0}))
+    reply = loop.run_until_complete(
+        engine.completions({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0})
+    )
     assert reply["object"] == "text_completion" and "Paris" in reply["choices"][0]["text"]
 
 
@@ -99,8 +116,9 @@ def test_batched_greedy_matches_solo_and_respects_max_num_seqs(loop, engine) -> 
     solo = [content(chat(loop, engine, user(p), temperature=0, max_tokens=10)) for p in prompts[:2]]
 
     async def together():
-        return await asyncio.gather(*(engine.chat({"messages": user(p), "temperature": 0, "max_tokens": 10})
-                                      for p in prompts))
+        return await asyncio.gather(
+            *(engine.chat({"messages": user(p), "temperature": 0, "max_tokens": 10}) for p in prompts)
+        )
 
     replies = loop.run_until_complete(together())
     assert [content(r) for r in replies[:2]] == solo  # left padding and per-row positions change nothing
@@ -110,8 +128,9 @@ def test_batched_greedy_matches_solo_and_respects_max_num_seqs(loop, engine) -> 
 
 def test_short_request_passes_a_long_one_and_abort_frees_the_row(loop, engine) -> None:
     async def scenario():
-        long = await engine.chat_stream({"messages": user("Tell me a very long story."), "max_tokens": 200,
-                                         "ignore_eos": True, "temperature": 0})
+        long = await engine.chat_stream(
+            {"messages": user("Tell me a very long story."), "max_tokens": 200, "ignore_eos": True, "temperature": 0}
+        )
         first, _ = await long.next_batch()
         short = await engine.chat({"messages": user("Hi"), "max_tokens": 3, "temperature": 0})
         assert not long.finished  # the short one joined the running batch and left before the long one
@@ -130,8 +149,9 @@ def test_short_request_passes_a_long_one_and_abort_frees_the_row(loop, engine) -
 
 def test_stream_chunks_and_usage(loop, engine) -> None:
     async def scenario():
-        stream = await engine.chat_stream({"messages": QUESTION, "max_tokens": 16, "temperature": 0,
-                                           "stream_options": {"include_usage": True}})
+        stream = await engine.chat_stream(
+            {"messages": QUESTION, "max_tokens": 16, "temperature": 0, "stream_options": {"include_usage": True}}
+        )
         chunks, done = [], False
         while not done:
             batch, done = await stream.next_batch()
@@ -141,8 +161,9 @@ def test_stream_chunks_and_usage(loop, engine) -> None:
     chunks = loop.run_until_complete(scenario())
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert "Paris" in text and all(c["object"] == "chat.completion.chunk" for c in chunks)
-    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] \
-        == ["stop"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]] == [
+        "stop"
+    ]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
 
 
@@ -157,22 +178,38 @@ def test_served_as_custom_pytorch_model(local_server: LocalServer, weights) -> N
     from openai import OpenAI
 
     name = "smollm2-135m-pytorch-local"
-    family = {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
-              "stop_token_ids": [2], "stop": ["<|im_end|>"],
-              "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
-                               "quantizations": ["none"], "model_uri": f"file://{weights}"}]}
+    family = {
+        "model_name": name,
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "stop_token_ids": [2],
+        "stop": ["<|im_end|>"],
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["none"],
+                "model_uri": f"file://{weights}",
+            }
+        ],
+    }
     registered = httpx.post(f"{local_server.api}/model_registrations/LLM", json={"model": family}, timeout=30)
     assert registered.status_code == 200, registered.text
     try:
-        launched = httpx.post(f"{local_server.api}/models", json={"model_name": name, "max_num_seqs": 2},
-                              timeout=180)
+        launched = httpx.post(f"{local_server.api}/models", json={"model_name": name, "max_num_seqs": 2}, timeout=180)
         assert launched.status_code == 200, launched.text
         assert launched.json()["model_engine"] == "Transformers"  # llama.cpp declined the pytorch weights
         client = OpenAI(base_url=local_server.api, api_key="x")
         reply = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16)
         assert "Paris" in reply.choices[0].message.content
-        stream = client.chat.completions.create(model=name, messages=QUESTION, temperature=0, max_tokens=16,
-                                                stream=True, stream_options={"include_usage": True})
+        stream = client.chat.completions.create(
+            model=name,
+            messages=QUESTION,
+            temperature=0,
+            max_tokens=16,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         chunks = list(stream)
         assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert chunks[-1].usage.completion_tokens > 0

@@ -143,7 +143,11 @@ def engine(weights: Path):  # type: ignore[no-untyped-def]
     family = ModelRegistry().get("smollm2-instruct")
     spec = next(s for s in family.model_specs if s.model_format == "pytorch")
     engine = TransformersEngine(
-        model_uid="unit-tf-cancel", family=family, spec=spec, quantization="none", model_path=str(weights),
+        model_uid="unit-tf-cancel",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path=str(weights),
         config=TransformersEngine.parse_config({"max_num_seqs": 2, "max_model_len": 1024}),
         hardware=detect_hardware(),
     )

@@ -24,14 +24,33 @@ from xinference.model.spec import ModelFamily  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
-                                            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
-                                           "parameters": WEATHER}},
-         {"type": "function", "function": {"name": "get_time", "description": "Local time of a city",
-                                           "parameters": {"type": "object", "properties": {
-                                               "city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}]
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Current weather of a city", "parameters": WEATHER},
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time of a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 40}},
+                "required": ["city"],
+            },
+        },
+    },
+]
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
@@ -45,9 +64,12 @@ def loop():
 def make_engine(loop, family: ModelFamily):
     spec = next(s for s in family.model_specs if s.model_format == "pytorch")
     engine = TransformersEngine(
-        model_uid="unit-tf-tools", family=family, spec=spec, quantization="none",
-        model_path=str(converted_smollm2()), config=TransformersEngine.parse_config({"max_num_seqs": 4,
-                                                                                    "max_model_len": 1024}),
+        model_uid="unit-tf-tools",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path=str(converted_smollm2()),
+        config=TransformersEngine.parse_config({"max_num_seqs": 4, "max_model_len": 1024}),
         hardware=detect_hardware(),
     )
     loop.run_until_complete(engine.load())
@@ -101,12 +123,18 @@ def test_forced_tool_call_streamed(loop, engine) -> None:
 
 
 def test_json_schema_and_json_object(loop, engine) -> None:
-    schema = {"type": "object", "properties": {"capital": {"type": "string", "maxLength": 30},
-                                               "population_millions": {"type": "number"}},
-              "required": ["capital", "population_millions"], "additionalProperties": False}
-    reply = chat(loop, engine, messages=[{"role": "user", "content": "Capital of France, as JSON."}],
-                 response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema,
-                                                                         "strict": True}})
+    schema = {
+        "type": "object",
+        "properties": {"capital": {"type": "string", "maxLength": 30}, "population_millions": {"type": "number"}},
+        "required": ["capital", "population_millions"],
+        "additionalProperties": False,
+    }
+    reply = chat(
+        loop,
+        engine,
+        messages=[{"role": "user", "content": "Capital of France, as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema, "strict": True}},
+    )
     jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), schema)
     any_object = chat(loop, engine, response_format={"type": "json_object"})
     assert isinstance(json.loads(any_object["choices"][0]["message"]["content"]), dict)
@@ -114,8 +142,10 @@ def test_json_schema_and_json_object(loop, engine) -> None:
 
 def test_bad_structured_requests_are_400s(loop, engine) -> None:
     cases = [
-        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}},
-         "response_format"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}},
+            "response_format",
+        ),
         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
         ({"tool_choice": "required"}, "tool_choice"),
         ({"logit_bias": {"999999": 5}}, "logit_bias"),
@@ -149,8 +179,12 @@ def test_n_logit_bias_min_p(loop, engine) -> None:
     banned_id = engine._tokenizer.convert_tokens_to_ids(engine._tokenizer.tokenize(first))[0]
     biased = chat(loop, engine, max_tokens=1, logit_bias={str(banned_id): -100})
     assert biased["choices"][0]["message"]["content"] != first
-    assert chat(loop, engine, temperature=0.8, min_p=0.2, top_k=5, seed=1, max_tokens=4,
-                repeat_penalty=1.2)["usage"]["completion_tokens"] > 0
+    assert (
+        chat(loop, engine, temperature=0.8, min_p=0.2, top_k=5, seed=1, max_tokens=4, repeat_penalty=1.2)["usage"][
+            "completion_tokens"
+        ]
+        > 0
+    )
     streamed = collect(loop, engine, n=2, max_tokens=4, stream_options={"include_usage": True})
     assert {ch["index"] for c in streamed for ch in c["choices"]} == {0, 1}
     assert streamed[-1]["usage"]["completion_tokens"] == 8
@@ -161,13 +195,22 @@ def test_reasoning_end_to_end(loop) -> None:
     writes after the opened ``<think>`` is reasoning, streamed as ``reasoning_content``; with thinking off the
     template closes the block, the text is the answer and no tag or reasoning comes back."""
     base = ModelRegistry().get("smollm2-instruct").model_dump()
-    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                "{% if add_generation_prompt %}<|im_start|>assistant\n"
-                "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-                "{% else %}<think>\n{% endif %}{% endif %}")
-    family = ModelFamily.model_validate({**base, "model_name": "smollm2-thinking", "chat_template": template,
-                                         "model_ability": ["chat", "reasoning"],
-                                         "reasoning_start_tag": "<think>", "reasoning_end_tag": "</think>"})
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+        "{% else %}<think>\n{% endif %}{% endif %}"
+    )
+    family = ModelFamily.model_validate(
+        {
+            **base,
+            "model_name": "smollm2-thinking",
+            "chat_template": template,
+            "model_ability": ["chat", "reasoning"],
+            "reasoning_start_tag": "<think>",
+            "reasoning_end_tag": "</think>",
+        }
+    )
     engine = make_engine(loop, family)
     engine._tokenizer.chat_template = None  # the family's template, not the tokenizer's
     question = [{"role": "user", "content": "What is the capital of France?"}]
@@ -175,11 +218,20 @@ def test_reasoning_end_to_end(loop) -> None:
         on = loop.run_until_complete(engine.chat({"messages": question, "max_tokens": 20, "temperature": 0}))
         message = on["choices"][0]["message"]
         assert "Paris" in message["reasoning_content"] and not message["content"]
-        off = loop.run_until_complete(engine.chat({"messages": question, "max_tokens": 20, "temperature": 0,
-                                                   "chat_template_kwargs": {"enable_thinking": False}}))
+        off = loop.run_until_complete(
+            engine.chat(
+                {
+                    "messages": question,
+                    "max_tokens": 20,
+                    "temperature": 0,
+                    "chat_template_kwargs": {"enable_thinking": False},
+                }
+            )
+        )
         message = off["choices"][0]["message"]
-        assert "Paris" in message["content"] and "reasoning_content" not in message and "think>" not in \
-            message["content"]
+        assert (
+            "Paris" in message["content"] and "reasoning_content" not in message and "think>" not in message["content"]
+        )
         chunks = collect(loop, engine, messages=question, max_tokens=20)
         deltas = [ch["delta"] for c in chunks for ch in c["choices"]]
         assert sum(1 for d in deltas if d.get("reasoning_content")) > 1  # streamed as it comes, not at the end
@@ -193,8 +245,9 @@ def test_forced_call_in_a_family_format(loop) -> None:
     """A family declaring Hermes calls: the grammar writes the call inside ``<tool_call>`` markers, the Hermes
     parser reads it back, whole and streamed."""
     base = ModelRegistry().get("smollm2-instruct").model_dump()
-    family = ModelFamily.model_validate({**base, "model_name": "smollm2-hermes", "tool_call_format": "hermes",
-                                         "model_ability": ["chat", "tools"]})
+    family = ModelFamily.model_validate(
+        {**base, "model_name": "smollm2-hermes", "tool_call_format": "hermes", "model_ability": ["chat", "tools"]}
+    )
     engine = make_engine(loop, family)
     try:
         reply = chat(loop, engine, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
@@ -215,8 +268,11 @@ def test_tool_result_round_trip(loop, engine) -> None:
     tools nor calls; both are written into the prompt)."""
     first = chat(loop, engine, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
     call = first["choices"][0]["message"]["tool_calls"][0]
-    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
-               {"role": "tool", "tool_call_id": call["id"], "content": "18 degrees and sunny"}]
+    history = [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "18 degrees and sunny"},
+    ]
     reply = chat(loop, engine, messages=history, tools=TOOLS, max_tokens=30)
     assert reply["choices"][0]["message"]["content"] and reply["choices"][0]["finish_reason"] in ("stop", "length")
     prompt = engine._render({"messages": history, "tools": TOOLS})
@@ -229,12 +285,23 @@ def test_constrained_and_free_sequences_share_the_batch(loop, engine) -> None:
     solo = [chat(loop, engine, messages=m, max_tokens=12)["choices"][0]["message"]["content"] for m in plain]
 
     async def together():
-        forced = engine.chat({"messages": ASK, "max_tokens": 60, "temperature": 0, "tools": TOOLS,
-                              "tool_choice": "required"})
-        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
-                  "additionalProperties": False}
-        shaped = engine.chat({"messages": ASK, "max_tokens": 30, "temperature": 0, "response_format": {
-            "type": "json_schema", "json_schema": {"name": "s", "schema": schema}}})
+        forced = engine.chat(
+            {"messages": ASK, "max_tokens": 60, "temperature": 0, "tools": TOOLS, "tool_choice": "required"}
+        )
+        schema = {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+            "additionalProperties": False,
+        }
+        shaped = engine.chat(
+            {
+                "messages": ASK,
+                "max_tokens": 30,
+                "temperature": 0,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+            }
+        )
         free = [engine.chat({"messages": m, "max_tokens": 12, "temperature": 0}) for m in plain]
         return await asyncio.gather(forced, shaped, *free)
 
@@ -251,22 +318,30 @@ def test_logprobs_streamed_and_on_completions(loop, engine) -> None:
     text = "".join(ch["delta"].get("content") or "" for c in chunks for ch in c["choices"])
     assert len(entries) == 6 and "".join(e["token"] for e in entries) == text
     assert all(e["top_logprobs"][0]["token"] == e["token"] for e in entries)
-    legacy = loop.run_until_complete(engine.completions({"prompt": "The capital of France is", "max_tokens": 4,
-                                                         "temperature": 0, "logprobs": 2}))
+    legacy = loop.run_until_complete(
+        engine.completions({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0, "logprobs": 2})
+    )
     logprobs = legacy["choices"][0]["logprobs"]
     assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 4
     assert "".join(logprobs["tokens"]) == legacy["choices"][0]["text"]
-    assert all(max(top, key=top.get) == token for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"],
-                                                                       strict=True))
+    assert all(
+        max(top, key=top.get) == token for token, top in zip(logprobs["tokens"], logprobs["top_logprobs"], strict=True)
+    )
 
 
 def test_auto_reads_the_described_call_shape(loop, engine) -> None:
     """SmolLM2's template knows no tools: they are described with a bare-JSON call shape, and ``auto`` reads that
     shape back as a call (plain text stays content)."""
     parser = engine._output_parser({"tools": TOOLS, "messages": ASK}, None, None)
-    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content":
-                                                    '{"name": "get_time", "arguments": {"city": "Oslo"}}'},
-                          "finish_reason": "stop"}]}
+    reply = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '{"name": "get_time", "arguments": {"city": "Oslo"}}'},
+                "finish_reason": "stop",
+            }
+        ]
+    }
     message = parser.fix_response(reply)["choices"][0]["message"]
     assert message["tool_calls"][0]["function"]["name"] == "get_time"
     text = chat(loop, engine, tools=TOOLS, max_tokens=40)

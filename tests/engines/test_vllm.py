@@ -30,11 +30,18 @@ from tests.conftest import ENGINE_ENVS_DIR, LocalServer, ensure_engine_env, star
 pytestmark = pytest.mark.slow
 
 ENVS_DIR = str(ENGINE_ENVS_DIR)
-QUESTION = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+QUESTION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 OPTIONS = {"cpu_kvcache_space_gib": 1, "max_model_len": 2048}
 #: the module's model also runs n-gram speculative decoding (greedy output is unchanged by it)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -47,15 +54,27 @@ def _vllm_env() -> None:
 
 
 def _family(name: str, weights: Path) -> dict:
-    return {"model_name": name, "model_ability": ["chat", "generate"], "context_length": 2048,
-            "stop_token_ids": [2], "stop": ["<|im_end|>"],
-            "model_specs": [{"model_format": "pytorch", "model_size_in_billions": "0_135",
-                             "quantizations": ["none"], "model_uri": f"file://{weights}"}]}
+    return {
+        "model_name": name,
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "stop_token_ids": [2],
+        "stop": ["<|im_end|>"],
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["none"],
+                "model_uri": f"file://{weights}",
+            }
+        ],
+    }
 
 
 def _launch(server: LocalServer, name: str, **options: object) -> dict:
-    launched = httpx.post(f"{server.api}/models", json={"model_name": name, "model_engine": "vLLM", **OPTIONS,
-                                                        **options}, timeout=600)
+    launched = httpx.post(
+        f"{server.api}/models", json={"model_name": name, "model_engine": "vLLM", **OPTIONS, **options}, timeout=600
+    )
     assert launched.status_code == 200, launched.text
     return launched.json()
 
@@ -81,8 +100,9 @@ def metric(api_server: psutil.Process, name: str) -> float:
     cmdline = api_server.cmdline()
     port = cmdline[cmdline.index("--port") + 1]
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    values = [float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text,
-                                                     re.MULTILINE)]
+    values = [
+        float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.MULTILINE)
+    ]
     assert values, f"{name} not in vLLM's metrics"
     return sum(values)
 
@@ -94,12 +114,14 @@ def weights() -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, weights: Path) -> Iterator[LocalServer]:
-    local = start_local_server(tmp_path_factory.mktemp("vllm-home"),
-                               env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "1"})
+    local = start_local_server(
+        tmp_path_factory.mktemp("vllm-home"), env={"XINFERENCE_ENVS_DIR": ENVS_DIR, "XINFERENCE_MODEL_RESTARTS": "1"}
+    )
     try:
         for name in ("smollm2-vllm", "smollm2-vllm-kill", "smollm2-vllm-sized", "smollm2-vllm-fails"):
-            registered = httpx.post(f"{local.api}/model_registrations/LLM", json={"model": _family(name, weights)},
-                                    timeout=30)
+            registered = httpx.post(
+                f"{local.api}/model_registrations/LLM", json={"model": _family(name, weights)}, timeout=30
+            )
             assert registered.status_code == 200, registered.text
         yield local
     finally:
@@ -164,8 +186,14 @@ def test_the_model_log_holds_the_vllm_server_lines(server: LocalServer, model: s
 
 
 def test_stream_with_usage(client, model: str) -> None:  # type: ignore[no-untyped-def]
-    stream = client.chat.completions.create(model=model, messages=QUESTION, temperature=0, max_tokens=16,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=model,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=16,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     assert "Paris" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert all(c.model == model for c in chunks)
@@ -176,12 +204,19 @@ def test_anthropic_messages_and_count_tokens(server: LocalServer, model: str) ->
     from anthropic import Anthropic
 
     claude = Anthropic(base_url=server.endpoint, api_key="x", max_retries=0)
-    reply = claude.messages.create(model=model, max_tokens=16, system="You are a helpful assistant.",
-                                   extra_body={"temperature": 0},
-                                   messages=[{"role": "user", "content": "What is the capital of France?"}])
+    reply = claude.messages.create(
+        model=model,
+        max_tokens=16,
+        system="You are a helpful assistant.",
+        extra_body={"temperature": 0},
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
     assert "Paris" in reply.content[0].text and reply.usage.output_tokens > 0
-    counted = claude.messages.count_tokens(model=model, system="You are a helpful assistant.",
-                                           messages=[{"role": "user", "content": "What is the capital of France?"}])
+    counted = claude.messages.count_tokens(
+        model=model,
+        system="You are a helpful assistant.",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+    )
     assert counted.input_tokens == reply.usage.input_tokens  # vLLM's own template and tokenizer, both times
 
 
@@ -191,26 +226,44 @@ def test_completions(client, model: str) -> None:  # type: ignore[no-untyped-def
 
 
 def test_json_schema_output_validates(client, model: str) -> None:  # type: ignore[no-untyped-def]
-    schema = {"type": "object", "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
-              "required": ["capital", "country"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["capital", "country"],
+        "additionalProperties": False,
+    }
     reply = client.chat.completions.create(
-        model=model, messages=QUESTION, temperature=0, max_tokens=60,
-        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}})
+        model=model,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=60,
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}},
+    )
     jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
 def test_forced_tool_call(client, model: str, choice) -> None:  # type: ignore[no-untyped-def]
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
-    reply = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER], tool_choice=choice,
-                                           temperature=0, max_tokens=40)
+    reply = client.chat.completions.create(
+        model=model, messages=messages, tools=[WEATHER], tool_choice=choice, temperature=0, max_tokens=40
+    )
     assert reply.choices[0].finish_reason == "tool_calls"
     call = reply.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather" and call.id
     arguments = json.loads(call.function.arguments)
     jsonschema.validate(arguments, WEATHER["function"]["parameters"])  # an object, not a JSON string
-    streamed = list(client.chat.completions.create(model=model, messages=messages, tools=[WEATHER],
-                                                   tool_choice=choice, temperature=0, max_tokens=40, stream=True))
+    streamed = list(
+        client.chat.completions.create(
+            model=model,
+            messages=messages,
+            tools=[WEATHER],
+            tool_choice=choice,
+            temperature=0,
+            max_tokens=40,
+            stream=True,
+        )
+    )
     deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
     assert json.loads(deltas[0][0].function.arguments) == arguments
 
@@ -218,12 +271,14 @@ def test_forced_tool_call(client, model: str, choice) -> None:  # type: ignore[n
 def test_speculative_config_reaches_vllm(client, server: LocalServer, model: str) -> None:  # type: ignore[no-untyped-def]
     (api_server,) = vllm_servers(server)
     assert json.loads(api_server.cmdline()[api_server.cmdline().index("--speculative-config") + 1]) == NGRAM
-    text = ("Repeat this list exactly: apple, banana, cherry, date, elderberry, fig, grape, honeydew, kiwi, lemon, "
-            "mango.")
+    text = (
+        "Repeat this list exactly: apple, banana, cherry, date, elderberry, fig, grape, honeydew, kiwi, lemon, mango."
+    )
     names = ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total")
     before = [metric(api_server, name) for name in names]
-    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}],
-                                           temperature=0, max_tokens=40)
+    reply = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": text}], temperature=0, max_tokens=40
+    )
     assert "banana, cherry" in reply.choices[0].message.content  # the prompt's n-grams come back
     deadline = time.monotonic() + 5
     while True:  # the counters are published with the engine's step outputs, a moment after the answer
@@ -239,8 +294,11 @@ def test_bad_requests_are_400_with_the_reason(server: LocalServer, model: str) -
     url = f"{server.api}/chat/completions"
     auto = httpx.post(url, json={"model": model, "messages": QUESTION, "tools": [WEATHER]}, timeout=60)
     assert auto.status_code == 400 and "tool_call_parser" in auto.json()["error"]["message"]
-    long = httpx.post(url, json={"model": model, "messages": [{"role": "user", "content": "word " * 3000}],
-                                 "max_tokens": 4}, timeout=60)
+    long = httpx.post(
+        url,
+        json={"model": model, "messages": [{"role": "user", "content": "word " * 3000}], "max_tokens": 4},
+        timeout=60,
+    )
     assert long.status_code == 400, long.text
     assert long.json()["error"]["code"] == "context_length_exceeded"
     assert "2048" in long.json()["error"]["message"]
@@ -305,8 +363,11 @@ def test_dead_server_restarts_the_replica_then_kill_9_leaves_no_engine_process(s
         time.sleep(2)
     ready = time.monotonic() + 600
     while True:  # the restarted replica serves again
-        reply = httpx.post(f"{server.api}/chat/completions", timeout=120,
-                           json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 8})
+        reply = httpx.post(
+            f"{server.api}/chat/completions",
+            timeout=120,
+            json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 8},
+        )
         if reply.status_code == 200:
             break
         assert time.monotonic() < ready, reply.text
@@ -339,8 +400,11 @@ def test_a_launch_without_memory_options_is_sized_by_the_platform(server: LocalS
         (api_server,) = vllm_servers(server)
         cmdline = api_server.cmdline()
         assert cmdline[cmdline.index("--kv-cache-memory-bytes") + 1] == str(kv)
-        reply = httpx.post(f"{server.api}/chat/completions", timeout=120,
-                           json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 16})
+        reply = httpx.post(
+            f"{server.api}/chat/completions",
+            timeout=120,
+            json={"model": uid, "messages": QUESTION, "temperature": 0, "max_tokens": 16},
+        )
         assert reply.status_code == 200, reply.text
         assert "Paris" in reply.json()["choices"][0]["message"]["content"]
     finally:
@@ -351,12 +415,16 @@ def test_a_failed_launch_names_vllms_root_cause(server: LocalServer) -> None:
     """gpu_memory_utilization 1.0 asks vLLM-CPU for its whole NUMA node, which its worker refuses at start; the
     launch error leads with that ValueError, not with the API server's last line ("See root cause above")."""
     uid = "smollm2-vllm-fails"
-    failed = httpx.post(f"{server.api}/models", timeout=600, json={
-        "model_name": uid, "model_engine": "vLLM", "gpu_memory_utilization": 1.0, "ignore_memory_check": True})
+    failed = httpx.post(
+        f"{server.api}/models",
+        timeout=600,
+        json={"model_name": uid, "model_engine": "vLLM", "gpu_memory_utilization": 1.0, "ignore_memory_check": True},
+    )
     assert failed.status_code >= 400, failed.text
     message = failed.json()["error"]["message"]
     first = message.splitlines()[0]
     assert first.startswith("vLLM's server exited with code 1 while starting: ValueError: Available memory on node "), (
-        message)
+        message
+    )
     assert "is less than desired CPU memory utilization (1.0, " in first
     assert vllm_servers(server) == []

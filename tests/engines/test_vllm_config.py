@@ -30,8 +30,15 @@ def _spec(family, fmt: str):  # type: ignore[no-untyped-def]
 
 def _engine(family, hardware, **options):  # type: ignore[no-untyped-def]
     spec = _spec(family, "pytorch")
-    return VLLMEngine(model_uid="uid-1", family=family, spec=spec, quantization="none", model_path="/w",
-                      config=VLLMEngine.parse_config(options), hardware=hardware)
+    return VLLMEngine(
+        model_uid="uid-1",
+        family=family,
+        spec=spec,
+        quantization="none",
+        model_path="/w",
+        config=VLLMEngine.parse_config(options),
+        hardware=hardware,
+    )
 
 
 def test_env_recipe_per_hardware() -> None:
@@ -67,7 +74,8 @@ def test_match_cuda_and_x86_cpu() -> None:
     assert VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), CPU)  # the CPU build; check_lib says if installed
     assert "not ggufv2" in VLLMEngine.match(QWEN3, _spec(QWEN3, "ggufv2"), CPU).reason
     assert VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), MAC).reason == (
-        "vLLM needs a CUDA GPU on Linux; this worker runs macOS")
+        "vLLM needs a CUDA GPU on Linux; this worker runs macOS"
+    )
     assert "x86-64 CPU for its CPU build" in VLLMEngine.match(QWEN3, _spec(QWEN3, "pytorch"), ARM).reason
     assert VLLMEngine.env_recipe(ARM) is None
 
@@ -95,17 +103,32 @@ def test_gpus_needed_is_tensor_times_pipeline_parallel() -> None:
 
 def test_gpu_arguments() -> None:
     config = VLLMEngine.parse_config(
-        {"max_model_len": 8192, "gpu_memory_utilization": 0.85, "enforce_eager": True, "dtype": "bfloat16",
-         "enable_prefix_caching": False, "quantization": "awq", "max_num_seqs": 64,
-         "speculative_config": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}}
+        {
+            "max_model_len": 8192,
+            "gpu_memory_utilization": 0.85,
+            "enforce_eager": True,
+            "dtype": "bfloat16",
+            "enable_prefix_caching": False,
+            "quantization": "awq",
+            "max_num_seqs": 64,
+            "speculative_config": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+        }
     )
     assert isinstance(config, VLLMConfig)
     args = config.to_cli_args(model_path="/m", served_model_name="qwen3", host="127.0.0.1", port=8001, gpu_count=2)
     assert args[:6] == ["--model", "/m", "--served-model-name", "qwen3", "--host", "127.0.0.1"]
     joined = " ".join(args)
-    for part in ("--port 8001", "--tensor-parallel-size 2", "--gpu-memory-utilization 0.85", "--max-model-len 8192",
-                 "--max-num-seqs 64", "--quantization awq", "--dtype bfloat16", "--enforce-eager",
-                 "--no-enable-prefix-caching"):
+    for part in (
+        "--port 8001",
+        "--tensor-parallel-size 2",
+        "--gpu-memory-utilization 0.85",
+        "--max-model-len 8192",
+        "--max-num-seqs 64",
+        "--quantization awq",
+        "--dtype bfloat16",
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+    ):
         assert part in joined
     spec = json.loads(args[args.index("--speculative-config") + 1])
     assert spec == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
@@ -191,5 +214,6 @@ def test_enable_mtp_attaches_the_catalog_draft_as_speculative_config() -> None:
     assert spec["model"] == "/weights/qwen3-0.6b" and spec["num_speculative_tokens"] >= 1
     mine = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
     explicit = VLLMConfig(draft=draft, speculative_config=mine).to_cli_args(
-        model_path="/w", served_model_name="m", host="127.0.0.1", port=1)
+        model_path="/w", served_model_name="m", host="127.0.0.1", port=1
+    )
     assert json.loads(explicit[explicit.index("--speculative-config") + 1]) == mine  # the user's own wins

@@ -63,8 +63,14 @@ def test_one_full_sequence_is_the_floor() -> None:
 def test_too_little_memory_is_refused_with_the_numbers() -> None:
     plan = _smol(free_ram=3 * GIB, node=NodeMemory(node=1, total=4 * GIB, available=int(2.5 * GIB)))
     assert plan.problem is not None
-    for part in ("needs ~3.70 GiB", "weights 0.53 GiB", "its processes 3.00 GiB", "0.18 GiB for one sequence of "
-                 "8192 tokens", "only 2.50 GiB are usable (available on NUMA node 1 of 4.00 GiB)", "max_model_len"):
+    for part in (
+        "needs ~3.70 GiB",
+        "weights 0.53 GiB",
+        "its processes 3.00 GiB",
+        "0.18 GiB for one sequence of 8192 tokens",
+        "only 2.50 GiB are usable (available on NUMA node 1 of 4.00 GiB)",
+        "max_model_len",
+    ):
         assert part in plan.problem, plan.problem
     with pytest.raises(InvalidRequest) as caught:
         plan.check()
@@ -92,7 +98,8 @@ def _sysfs(tmp_path: Path, total_kb: int, free_kb: int) -> Path:
     (node / "cpulist").write_text("4-5,7\n")
     (node / "meminfo").write_text(
         f"Node 1 MemTotal:       {total_kb} kB\nNode 1 MemFree:        {free_kb} kB\n"
-        "Node 1 Active(file):     100 kB\nNode 1 Inactive(file):   200 kB\nNode 1 SReclaimable:     300 kB\n")
+        "Node 1 Active(file):     100 kB\nNode 1 Inactive(file):   200 kB\nNode 1 SReclaimable:     300 kB\n"
+    )
     return tmp_path / "node"
 
 
@@ -112,9 +119,11 @@ def test_node_memory_is_read_as_vllm_reads_it(tmp_path: Path) -> None:
 
 
 def test_the_model_shape_comes_from_config_json(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text('{"num_hidden_layers": 30, "num_attention_heads": 9, '
-                                          '"num_key_value_heads": 3, "hidden_size": 576, '
-                                          '"max_position_embeddings": 8192}')
+    (tmp_path / "config.json").write_text(
+        '{"num_hidden_layers": 30, "num_attention_heads": 9, '
+        '"num_key_value_heads": 3, "hidden_size": 576, '
+        '"max_position_embeddings": 8192}'
+    )
     (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
     assert cpu_memory.read_model_shape(str(tmp_path)) == cpu_memory.ModelShape(SMOL_KV_PER_TOKEN, 8192)
     assert cpu_memory.read_model_shape(str(tmp_path), kv_bytes_per_value=1).kv_per_token == SMOL_KV_PER_TOKEN // 2
@@ -123,13 +132,22 @@ def test_the_model_shape_comes_from_config_json(tmp_path: Path) -> None:
 
 
 def _engine(tmp_path: Path, hardware=None, **options: object) -> VLLMEngine:  # type: ignore[no-untyped-def]
-    (tmp_path / "config.json").write_text('{"num_hidden_layers": 30, "num_attention_heads": 9, '
-                                          '"num_key_value_heads": 3, "head_dim": 64, "hidden_size": 576, '
-                                          '"max_position_embeddings": 8192}')
+    (tmp_path / "config.json").write_text(
+        '{"num_hidden_layers": 30, "num_attention_heads": 9, '
+        '"num_key_value_heads": 3, "head_dim": 64, "hidden_size": 576, '
+        '"max_position_embeddings": 8192}'
+    )
     (tmp_path / "model.safetensors").write_bytes(b"")
     spec = next(s for s in SMOLLM2.model_specs if s.model_format == "pytorch")
-    return VLLMEngine(model_uid="uid-1", family=SMOLLM2, spec=spec, quantization="none", model_path=str(tmp_path),
-                      config=VLLMEngine.parse_config(options), hardware=hardware or linux(ram_free=22))
+    return VLLMEngine(
+        model_uid="uid-1",
+        family=SMOLLM2,
+        spec=spec,
+        quantization="none",
+        model_path=str(tmp_path),
+        config=VLLMEngine.parse_config(options),
+        hardware=hardware or linux(ram_free=22),
+    )
 
 
 @pytest.fixture

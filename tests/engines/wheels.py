@@ -15,13 +15,23 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_wheel(folder: Path, distribution: str, version: str, module: str, source: str,
-                requires: tuple[str, ...] = ()) -> Path:
+def build_wheel(
+    folder: Path, distribution: str, version: str, module: str, source: str, requires: tuple[str, ...] = ()
+) -> Path:
     """A pure-Python wheel of ``distribution`` holding ``module.py`` with ``source``; returns its path."""
     stem = distribution.replace("-", "_")
     info = f"{stem}-{version}.dist-info"
-    metadata = "\n".join(["Metadata-Version: 2.1", f"Name: {distribution}", f"Version: {version}",
-                          *(f"Requires-Dist: {r}" for r in requires)]) + "\n"
+    metadata = (
+        "\n".join(
+            [
+                "Metadata-Version: 2.1",
+                f"Name: {distribution}",
+                f"Version: {version}",
+                *(f"Requires-Dist: {r}" for r in requires),
+            ]
+        )
+        + "\n"
+    )
     files = {
         f"{module}.py": source.encode(),
         f"{info}/METADATA": metadata.encode(),

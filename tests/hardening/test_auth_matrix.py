@@ -23,10 +23,17 @@ def test_every_route_needs_the_key(tmp_path) -> None:
     assert {(r.method, r.path) for r in rows} >= OPEN_ROUTES | {("GET", "/metrics"), ("POST", "/v1/chat/completions")}
 
 
-@pytest.mark.parametrize("token,accepted", [
-    (b"second-key", True), (b"matrix-key-1", True), (b"matrix-key-", False), (b"matrix-key-11", False),
-    (b"", False), (b"x" * 5000, False),
-])
+@pytest.mark.parametrize(
+    "token,accepted",
+    [
+        (b"second-key", True),
+        (b"matrix-key-1", True),
+        (b"matrix-key-", False),
+        (b"matrix-key-11", False),
+        (b"", False),
+        (b"x" * 5000, False),
+    ],
+)
 def test_key_check_is_exact(token: bytes, accepted: bool) -> None:
     middleware = ApiKeyMiddleware(lambda *a: None, frozenset({"matrix-key-1", "second-key"}))  # type: ignore[arg-type]
     scope = {"headers": [(b"authorization", b"Bearer " + token)]}

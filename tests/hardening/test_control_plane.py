@@ -26,8 +26,12 @@ from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
 from xinference.errors import InvalidRequest, ModelNotFound, XinferenceError
 
-QWEN = {"model_name": "qwen2.5-instruct", "model_engine": "vLLM", "model_format": "pytorch",
-        "model_size_in_billions": "0_5"}
+QWEN = {
+    "model_name": "qwen2.5-instruct",
+    "model_engine": "vLLM",
+    "model_format": "pytorch",
+    "model_size_in_billions": "0_5",
+}
 
 
 class GpuStandInWorker(xo.StatelessActor):
@@ -89,12 +93,14 @@ def _gpu_box(gpus: int, vram: int = 80) -> dict[str, Any]:
 async def _cluster(*workers: tuple[dict[str, Any], str]) -> AsyncIterator[tuple[Any, list[Any]]]:
     pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(len(workers) + 1)]
     try:
-        supervisor = await xo.create_actor(SupervisorActor, 0.0, address=pools[0].external_address,
-                                           uid=SupervisorActor.default_uid())
+        supervisor = await xo.create_actor(
+            SupervisorActor, 0.0, address=pools[0].external_address, uid=SupervisorActor.default_uid()
+        )
         refs = []
         for (hardware, hang), pool in zip(workers, pools[1:], strict=True):
-            ref = await xo.create_actor(GpuStandInWorker, hardware, hang, address=pool.external_address,
-                                        uid=WorkerActor.default_uid())
+            ref = await xo.create_actor(
+                GpuStandInWorker, hardware, hang, address=pool.external_address, uid=WorkerActor.default_uid()
+            )
             await supervisor.add_worker(ref.address, hardware)
             refs.append(ref)
         yield supervisor, refs
@@ -128,6 +134,7 @@ async def _settled(attempt: Awaitable[Any]) -> Any:
 def test_a_reload_books_its_gpu_like_a_launch(run: Any) -> None:
     """A reload after a keep-alive unload used to place without the lock or a booking: a launch overlapping it got
     the same GPU."""
+
     async def body(supervisor: Any, workers: list[Any]) -> None:
         [worker] = workers
         await supervisor.launch_model({**QWEN, "model_uid": "a", "n_gpu": 1})
@@ -146,6 +153,7 @@ def test_a_reload_books_its_gpu_like_a_launch(run: Any) -> None:
 
 def test_added_replicas_book_their_gpus_like_a_launch(run: Any) -> None:
     """Adding replicas took no lock and booked nothing: a launch overlapping it got the same GPU."""
+
     async def body(supervisor: Any, workers: list[Any]) -> None:
         [worker] = workers
         await supervisor.launch_model({**QWEN, "model_uid": "a", "n_gpu": 1})
@@ -163,6 +171,7 @@ def test_added_replicas_book_their_gpus_like_a_launch(run: Any) -> None:
 
 def test_a_terminated_launch_keeps_its_gpu_until_its_process_is_gone(run: Any) -> None:
     """Terminate freed a loading replica's GPU at once, while its process still loaded onto it."""
+
     async def body(supervisor: Any, workers: list[Any]) -> None:
         [worker] = workers
         await worker.close_gate()
@@ -187,6 +196,7 @@ def test_a_terminated_launch_keeps_its_gpu_until_its_process_is_gone(run: Any) -
 def test_two_replicas_on_two_gpus_are_each_checked_against_their_own_gpu(run: Any) -> None:
     """The memory check compared every replica with the first replica's GPU: replica: 2 of vLLM on two 24 GiB GPUs
     (~21.6 GiB each) was always refused."""
+
     async def body(supervisor: Any, workers: list[Any]) -> None:
         info = await supervisor.launch_model({**QWEN, "model_uid": "a", "replica": 2})
         assert sorted(tuple(r["gpu_indices"]) for r in info["replicas"]) == [(0,), (1,)]
@@ -198,20 +208,23 @@ def test_two_replicas_on_two_gpus_are_each_checked_against_their_own_gpu(run: An
 
 def test_a_worker_whose_hardware_hangs_does_not_freeze_launches_elsewhere(run: Any, monkeypatch: Any) -> None:
     """The memory check awaited a worker's hardware() under the supervisor's lock with no time limit."""
+
     async def body(supervisor: Any, workers: list[Any]) -> None:
         hung, healthy = workers
         slow = asyncio.ensure_future(supervisor.launch_model({**QWEN, "model_uid": "a", "worker_ip": hung.address}))
         await asyncio.sleep(0.3)  # it waits for the hung worker's hardware
         fast = await asyncio.wait_for(
-            supervisor.launch_model({**QWEN, "model_uid": "b", "worker_ip": healthy.address}), 3)
+            supervisor.launch_model({**QWEN, "model_uid": "b", "worker_ip": healthy.address}), 3
+        )
         assert fast["status"] == "ready" and not slow.done()
         assert (await asyncio.wait_for(slow, 10))["status"] == "ready"  # after the bounded wait, its last report
 
     run(body, (_gpu_box(1), "hardware"), (_gpu_box(1), ""))
 
 
-def test_a_terminate_on_a_hung_worker_returns_and_keeps_the_gpu_booked(run: Any,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_terminate_on_a_hung_worker_returns_and_keeps_the_gpu_booked(
+    run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XINFERENCE_WORKER_CALL_TIMEOUT", "1")
 
     async def body(supervisor: Any, workers: list[Any]) -> None:

@@ -26,14 +26,24 @@ def _timed(call) -> tuple[float, object]:
 def test_hanging_up_on_a_non_streamed_request_frees_the_slot(tmp_path) -> None:
     server = start_local_server(tmp_path)
     try:
-        launched = httpx.post(f"{server.api}/models", timeout=300, json={
-            "model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_parallel": 1})
+        launched = httpx.post(
+            f"{server.api}/models",
+            timeout=300,
+            json={"model_name": "smollm2-instruct", "model_engine": "llama.cpp", "n_parallel": 1},
+        )
         assert launched.status_code == 200, launched.text
 
         def ask(max_tokens: int, timeout: float = 600) -> httpx.Response:
-            return httpx.post(f"{server.api}/chat/completions", timeout=timeout, json={
-                "model": "smollm2-instruct", "max_tokens": max_tokens, "ignore_eos": True,
-                "messages": [{"role": "user", "content": "Tell a very long story."}]})
+            return httpx.post(
+                f"{server.api}/chat/completions",
+                timeout=timeout,
+                json={
+                    "model": "smollm2-instruct",
+                    "max_tokens": max_tokens,
+                    "ignore_eos": True,
+                    "messages": [{"role": "user", "content": "Tell a very long story."}],
+                },
+            )
 
         seconds, reply = _timed(lambda: ask(64))
         assert reply.json()["usage"]["completion_tokens"] == 64  # type: ignore[attr-defined]
@@ -42,7 +52,8 @@ def test_hanging_up_on_a_non_streamed_request_frees_the_slot(tmp_path) -> None:
             ask(2000, timeout=max(1.0, 12 * step))  # the client hangs up after a few dozen steps at most
         waited, follow_up = _timed(lambda: ask(2))
         assert follow_up.status_code == 200  # type: ignore[attr-defined]
-        assert waited < 150 * step, (f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the "
-                                     "abandoned request kept its slot")
+        assert waited < 150 * step, (
+            f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the abandoned request kept its slot"
+        )
     finally:
         server.stop()

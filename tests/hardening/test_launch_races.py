@@ -25,8 +25,14 @@ from xinference.engines.registry import get_engine_class
 from xinference.errors import InvalidRequest, XinferenceError
 from xinference.model.registry import ModelRegistry
 
-ENGINES = {"vLLM": "", "SGLang": "not here", "MLX": "not here", "llama.cpp": "", "Transformers": "",
-           "sentence_transformers": ""}
+ENGINES = {
+    "vLLM": "",
+    "SGLang": "not here",
+    "MLX": "not here",
+    "llama.cpp": "",
+    "Transformers": "",
+    "sentence_transformers": "",
+}
 
 
 class GatedStandInWorker(xo.StatelessActor):
@@ -72,10 +78,12 @@ class GatedStandInWorker(xo.StatelessActor):
 async def _cluster(hardware: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
     pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(2)]
     try:
-        supervisor = await xo.create_actor(SupervisorActor, address=pools[0].external_address,
-                                           uid=SupervisorActor.default_uid())
-        worker = await xo.create_actor(GatedStandInWorker, hardware, address=pools[1].external_address,
-                                       uid=WorkerActor.default_uid())
+        supervisor = await xo.create_actor(
+            SupervisorActor, address=pools[0].external_address, uid=SupervisorActor.default_uid()
+        )
+        worker = await xo.create_actor(
+            GatedStandInWorker, hardware, address=pools[1].external_address, uid=WorkerActor.default_uid()
+        )
         await supervisor.add_worker(worker.address, hardware)
         yield supervisor, worker
     finally:
@@ -128,12 +136,19 @@ def test_terminate_during_launch_leaves_no_replica_and_the_uid_relaunches(run: A
 
 def test_overlapping_launches_take_different_gpus(run: Any) -> None:
     hardware = {**linux(gpus=2).model_dump(mode="json"), "engines": ENGINES}
-    launch = {"model_name": "qwen2.5-instruct", "model_engine": "vLLM", "model_format": "pytorch",
-              "model_size_in_billions": "0_5", "ignore_memory_check": True}
+    launch = {
+        "model_name": "qwen2.5-instruct",
+        "model_engine": "vLLM",
+        "model_format": "pytorch",
+        "model_size_in_billions": "0_5",
+        "ignore_memory_check": True,
+    }
 
     async def body(supervisor: Any, worker: Any) -> None:
-        await asyncio.gather(supervisor.launch_model({**launch, "model_uid": "a"}, wait_ready=False),
-                             supervisor.launch_model({**launch, "model_uid": "b"}, wait_ready=False))
+        await asyncio.gather(
+            supervisor.launch_model({**launch, "model_uid": "a"}, wait_ready=False),
+            supervisor.launch_model({**launch, "model_uid": "b"}, wait_ready=False),
+        )
         await _until(lambda: _plans_at_least(worker, 2))
         plans, _ = await worker.state()
         assert sorted(tuple(p["gpu_indices"]) for p in plans) == [(0,), (1,)]
@@ -156,8 +171,7 @@ def test_overlapping_launches_count_memory_still_loading(run: Any) -> None:
         await supervisor.launch_model(SMOL, wait_ready=False)
         await _until(lambda: _plans_at_least(worker, 1))
         with pytest.raises(XinferenceError, match="ignore_memory_check"):
-            await supervisor.launch_model({**SMOL, "model_uid": "second"},
-                                          wait_ready=False)
+            await supervisor.launch_model({**SMOL, "model_uid": "second"}, wait_ready=False)
         await worker.open_gate()
 
     assert estimate.total < 20 * GIB
@@ -179,8 +193,9 @@ class SilentStandInWorker(GatedStandInWorker):
         raise RuntimeError("the hardware probe failed")
 
 
-def test_a_worker_that_cannot_report_its_hardware_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_that_cannot_report_its_hardware_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Item 9: a lasting failure (the memory check works from stale numbers) is logged where operators look."""
     monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
     hardware = _cpu_box()
@@ -188,10 +203,12 @@ def test_a_worker_that_cannot_report_its_hardware_is_a_warning(tmp_path: Path, m
     async def main() -> None:
         pools = [await xo.create_actor_pool("127.0.0.1", n_process=0) for _ in range(2)]
         try:
-            supervisor = await xo.create_actor(SupervisorActor, address=pools[0].external_address,
-                                               uid=SupervisorActor.default_uid())
-            worker = await xo.create_actor(SilentStandInWorker, hardware, address=pools[1].external_address,
-                                           uid=WorkerActor.default_uid())
+            supervisor = await xo.create_actor(
+                SupervisorActor, address=pools[0].external_address, uid=SupervisorActor.default_uid()
+            )
+            worker = await xo.create_actor(
+                SilentStandInWorker, hardware, address=pools[1].external_address, uid=WorkerActor.default_uid()
+            )
             await supervisor.add_worker(worker.address, hardware)
             await worker.open_gate()
             await supervisor.launch_model(SMOL)

@@ -14,8 +14,9 @@ import xoscar as xo
 from xinference.core.supervisor import SupervisorActor
 
 
-def test_persisting_a_registration_does_not_fsync_on_the_event_loop(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_persisting_a_registration_does_not_fsync_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
     weights = tmp_path / "weights"
     weights.mkdir()
@@ -28,15 +29,26 @@ def test_persisting_a_registration_does_not_fsync_on_the_event_loop(tmp_path: Pa
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", watched_fsync)
-    family = {"model_name": "io-check", "model_type": "LLM", "model_ability": ["chat"],
-              "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": 1, "quantizations": ["Q4_1"],
-                               "model_uri": f"file://{weights}"}]}
+    family = {
+        "model_name": "io-check",
+        "model_type": "LLM",
+        "model_ability": ["chat"],
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": 1,
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{weights}",
+            }
+        ],
+    }
 
     async def main() -> str:
         pool = await xo.create_actor_pool("127.0.0.1", n_process=0)
         try:
-            supervisor = await xo.create_actor(SupervisorActor, address=pool.external_address,
-                                               uid=SupervisorActor.default_uid())
+            supervisor = await xo.create_actor(
+                SupervisorActor, address=pool.external_address, uid=SupervisorActor.default_uid()
+            )
             await supervisor.register_model("LLM", family, True)
             return threading.current_thread().name
         finally:

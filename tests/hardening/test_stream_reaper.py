@@ -17,8 +17,9 @@ from xinference.core.model_actor import ModelActor
 from xinference.engines.base import ChunkStream
 from xinference.errors import RequestInterrupted
 
-PLAN = LaunchPlan(model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none",
-                  engine_config={})
+PLAN = LaunchPlan(
+    model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none", engine_config={}
+)
 
 
 class HeldStreamEngine:

@@ -111,8 +111,9 @@ class FakeHub:
         if files is None:
             self._error(handler, 404, "RepoNotFound")
             return
-        body = json.dumps([{"type": "file", "path": name, "size": f.size, "oid": f.sha256[:40]}
-                           for name, f in files.items()]).encode()
+        body = json.dumps(
+            [{"type": "file", "path": name, "size": f.size, "oid": f.sha256[:40]} for name, f in files.items()]
+        ).encode()
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(body)))

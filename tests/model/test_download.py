@@ -30,10 +30,15 @@ from xinference.model.spec import ModelSpec
 REPO = "fake-org/tiny-gguf"
 GGUF_NAME = "tiny.Q4_0.gguf"
 GGUF_BYTES = os.urandom(3 * 1024 * 1024 + 123)
-GGUF_SPEC = ModelSpec.model_validate({
-    "model_format": "ggufv2", "model_size_in_billions": 1, "quantizations": ["Q4_0"], "model_id": REPO,
-    "model_file_name_template": "tiny.{quantization}.gguf",
-})
+GGUF_SPEC = ModelSpec.model_validate(
+    {
+        "model_format": "ggufv2",
+        "model_size_in_billions": 1,
+        "quantizations": ["Q4_0"],
+        "model_id": REPO,
+        "model_file_name_template": "tiny.{quantization}.gguf",
+    }
+)
 
 
 @pytest.fixture()
@@ -52,8 +57,9 @@ def _cache_file(tmp_path: Path) -> Path:
     return tmp_path / "home" / "cache" / "huggingface" / "fake-org--tiny-gguf" / "main" / GGUF_NAME
 
 
-def test_gguf_lands_at_the_stable_path_with_progress(hub: FakeHub, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gguf_lands_at_the_stable_path_with_progress(
+    hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[tuple[int, int]] = []
     path = resolve_model_path(GGUF_SPEC, "Q4_0", lambda done, total: seen.append((done, total)), model_name="tiny")
     assert Path(path) == _cache_file(tmp_path).resolve()
@@ -130,13 +136,18 @@ def test_missing_file_and_repo_say_not_found(hub: FakeHub) -> None:
 
 def test_snapshot_fetches_weights_config_and_tokenizer_only(hub: FakeHub, tmp_path: Path) -> None:
     repo = "fake-org/tiny-pytorch"
-    wanted = {"config.json": b"{}", "model.safetensors": os.urandom(200_000), "tokenizer.json": b"{}",
-              "1_Pooling/config.json": b"{}"}
+    wanted = {
+        "config.json": b"{}",
+        "model.safetensors": os.urandom(200_000),
+        "tokenizer.json": b"{}",
+        "1_Pooling/config.json": b"{}",
+    }
     skipped = {"pytorch_model.bin": b"x", "onnx/model.onnx": b"x", "README.md": b"x", "onnx/config.json": b"{}"}
     for name, content in {**wanted, **skipped}.items():
         hub.add(repo, name, content)
-    spec = ModelSpec.model_validate({"model_format": "pytorch", "model_size_in_billions": 1,
-                                     "quantizations": ["none"], "model_id": repo})
+    spec = ModelSpec.model_validate(
+        {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": repo}
+    )
     seen: list[tuple[int, int]] = []
     folder = Path(resolve_model_path(spec, "none", lambda d, t: seen.append((d, t))))
     assert folder == (tmp_path / "home" / "cache" / "huggingface" / "fake-org--tiny-pytorch" / "main").resolve()
@@ -171,8 +182,15 @@ def test_remove_entry_stays_inside_the_cache(hub: FakeHub, tmp_path: Path) -> No
     resolve_model_path(GGUF_SPEC, "Q4_0")
     victim = tmp_path / "home" / "keep.txt"
     victim.write_text("x")
-    for bad in ("../keep.txt", "huggingface/../../keep.txt", "huggingface/fake-org--tiny-gguf",
-                "huggingface/a/b/c", "/etc/passwd", "other/a/b", "huggingface/fake-org--tiny-gguf/.."):
+    for bad in (
+        "../keep.txt",
+        "huggingface/../../keep.txt",
+        "huggingface/fake-org--tiny-gguf",
+        "huggingface/a/b/c",
+        "/etc/passwd",
+        "other/a/b",
+        "huggingface/fake-org--tiny-gguf/..",
+    ):
         with pytest.raises(InvalidRequest):
             remove_entry(bad)
     with pytest.raises(ModelNotFound):
@@ -193,9 +211,18 @@ def _cli(*args: str) -> object:
 def test_server_downloads_lists_removes_and_cancels(tmp_path: Path) -> None:
     bundled = Path(resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1"))
     family = {
-        "model_name": "tiny-hub-chat", "model_ability": ["chat", "generate"], "context_length": 2048,
-        "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-                         "model_id": REPO, "model_file_name_template": "tiny.{quantization}.gguf"}],
+        "model_name": "tiny-hub-chat",
+        "model_ability": ["chat", "generate"],
+        "context_length": 2048,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_id": REPO,
+                "model_file_name_template": "tiny.{quantization}.gguf",
+            }
+        ],
     }
     with FakeHub() as hub:
         hub.add(REPO, "tiny.Q4_1.gguf", bundled)
@@ -224,8 +251,11 @@ def _run_server_scenario(endpoint: str, family: dict[str, object], hub: FakeHub)
     assert "Model uid: tiny-hub-chat" in result.stdout  # type: ignore[attr-defined]
     assert httpx.get(f"{api}/models/tiny-hub-chat/progress", timeout=10).json()["progress"] == 1.0
 
-    chat = httpx.post(f"{api}/chat/completions", timeout=60, json={
-        "model": "tiny-hub-chat", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4})
+    chat = httpx.post(
+        f"{api}/chat/completions",
+        timeout=60,
+        json={"model": "tiny-hub-chat", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4},
+    )
     assert chat.status_code == 200, chat.text
 
     listed = _cli("cached", "-e", endpoint)
@@ -238,8 +268,15 @@ def _run_server_scenario(endpoint: str, family: dict[str, object], hub: FakeHub)
 
     # cancel: the cache is empty again, so this launch downloads; stop it half-way
     hub.rate = 8 * 1024 * 1024
-    assert httpx.post(f"{api}/models", params={"wait_ready": "false"}, timeout=30,
-                      json={"model_name": "tiny-hub-chat", "model_engine": "llama.cpp"}).status_code == 200
+    assert (
+        httpx.post(
+            f"{api}/models",
+            params={"wait_ready": "false"},
+            timeout=30,
+            json={"model_name": "tiny-hub-chat", "model_engine": "llama.cpp"},
+        ).status_code
+        == 200
+    )
     deadline = time.monotonic() + 30
     progress = 0.0
     while progress <= 0.0 and time.monotonic() < deadline:

@@ -30,11 +30,13 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 
 
 def test_every_file_reports_its_own_bytes(hub: FakeHub) -> None:
-    spec = ModelSpec.model_validate({"model_format": "pytorch", "model_size_in_billions": 1,
-                                     "quantizations": ["none"], "model_id": REPO})
+    spec = ModelSpec.model_validate(
+        {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": REPO}
+    )
     seen: dict[str, list[tuple[int, int | None]]] = {}
-    resolve_model_path(spec, "none", file_progress=lambda name, done, size: seen.setdefault(name, []).append(
-        (done, size)))
+    resolve_model_path(
+        spec, "none", file_progress=lambda name, done, size: seen.setdefault(name, []).append((done, size))
+    )
     assert set(seen) == set(FILES)
     for name, content in FILES.items():
         assert seen[name][0] == (0, len(content))  # announced before its first byte

@@ -42,8 +42,9 @@ def test_draft_model_path_overrides_the_catalog(registry: ModelRegistry, tmp_pat
     target = choice(registry, "smollm2-instruct", "ggufv2", "1_7")
     (tmp_path / "nested").mkdir()
     (tmp_path / "nested" / "mine.gguf").write_bytes(b"GGUF")
-    _, draft = plan_draft(registry, target, "llama.cpp", LlamaCppConfig,
-                          {"enable_mtp": True, "draft_model_path": str(tmp_path)})
+    _, draft = plan_draft(
+        registry, target, "llama.cpp", LlamaCppConfig, {"enable_mtp": True, "draft_model_path": str(tmp_path)}
+    )
     assert draft is not None and draft["source"] == "user"
     assert attach_draft(draft).path == str(tmp_path / "nested" / "mine.gguf")  # the one GGUF in the folder
 
@@ -51,20 +52,69 @@ def test_draft_model_path_overrides_the_catalog(registry: ModelRegistry, tmp_pat
 @pytest.mark.parametrize(
     ("engine", "config", "name", "fmt", "size", "kwargs", "needle", "param"),
     [
-        ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "0_135", {"enable_mtp": True},
-         "declares no draft model", "enable_mtp"),
-        ("Transformers", TransformersConfig, "smollm2-instruct", "pytorch", "1_7", {"enable_mtp": True},
-         "Transformers cannot attach a draft model", "enable_mtp"),
-        ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "1_7", {"draft_model_path": "drafts/x.gguf"},
-         "must be an absolute path", "draft_model_path"),
-        ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "1_7", {"enable_mtp": "sometimes"},
-         "enable_mtp must be true or false", "enable_mtp"),
-        ("llama.cpp", LlamaCppConfig, "smollm2-instruct", "ggufv2", "1_7", {"draft": {"path": "/x.gguf"}},
-         "draft is set by the platform", "draft"),
+        (
+            "llama.cpp",
+            LlamaCppConfig,
+            "smollm2-instruct",
+            "ggufv2",
+            "0_135",
+            {"enable_mtp": True},
+            "declares no draft model",
+            "enable_mtp",
+        ),
+        (
+            "Transformers",
+            TransformersConfig,
+            "smollm2-instruct",
+            "pytorch",
+            "1_7",
+            {"enable_mtp": True},
+            "Transformers cannot attach a draft model",
+            "enable_mtp",
+        ),
+        (
+            "llama.cpp",
+            LlamaCppConfig,
+            "smollm2-instruct",
+            "ggufv2",
+            "1_7",
+            {"draft_model_path": "drafts/x.gguf"},
+            "must be an absolute path",
+            "draft_model_path",
+        ),
+        (
+            "llama.cpp",
+            LlamaCppConfig,
+            "smollm2-instruct",
+            "ggufv2",
+            "1_7",
+            {"enable_mtp": "sometimes"},
+            "enable_mtp must be true or false",
+            "enable_mtp",
+        ),
+        (
+            "llama.cpp",
+            LlamaCppConfig,
+            "smollm2-instruct",
+            "ggufv2",
+            "1_7",
+            {"draft": {"path": "/x.gguf"}},
+            "draft is set by the platform",
+            "draft",
+        ),
     ],
 )
-def test_refusals_name_the_field(registry: ModelRegistry, engine: str, config: type, name: str, fmt: str, size: str,
-                                 kwargs: dict, needle: str, param: str) -> None:
+def test_refusals_name_the_field(
+    registry: ModelRegistry,
+    engine: str,
+    config: type,
+    name: str,
+    fmt: str,
+    size: str,
+    kwargs: dict,
+    needle: str,
+    param: str,
+) -> None:
     with pytest.raises(InvalidRequest) as caught:
         plan_draft(registry, choice(registry, name, fmt, size), engine, config, kwargs)
     assert needle in caught.value.message and caught.value.param == param
@@ -81,14 +131,18 @@ def _with_draft(registry: ModelRegistry, size: str, draft: dict) -> SpecChoice:
     ("size", "draft", "needle"),
     [
         ("0_1", {"model_name": "smollm2-instruct", "model_size_in_billions": "0_135"}, "is not smaller than"),
-        ("1", {"model_name": "smollm2-instruct", "model_size_in_billions": "0_135", "model_format": "pytorch"},
-         "ships as pytorch, but the target runs as ggufv2"),
+        (
+            "1",
+            {"model_name": "smollm2-instruct", "model_size_in_billions": "0_135", "model_format": "pytorch"},
+            "ships as pytorch, but the target runs as ggufv2",
+        ),
         ("1", {"model_name": "no-such-model", "model_size_in_billions": "0_1"}, "is not in the catalog"),
         ("1", {"model_name": "smollm2-instruct", "model_size_in_billions": "0_5"}, "is not available"),
     ],
 )
-def test_a_declared_draft_that_cannot_serve_is_refused(registry: ModelRegistry, size: str, draft: dict,
-                                                       needle: str) -> None:
+def test_a_declared_draft_that_cannot_serve_is_refused(
+    registry: ModelRegistry, size: str, draft: dict, needle: str
+) -> None:
     with pytest.raises(InvalidRequest, match=needle):
         plan_draft(registry, _with_draft(registry, size, draft), "llama.cpp", LlamaCppConfig, {"enable_mtp": True})
 

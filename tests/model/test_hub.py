@@ -36,8 +36,17 @@ def test_registry_names_every_hub_once_in_fallback_order() -> None:
 
 
 def test_public_names_stay_importable_from_the_package() -> None:
-    for name in ("HUBS", "META_DIR", "HubDownload", "FileProgressCallback", "ProgressCallback", "hf_endpoint",
-                 "hub_offline", "repo_folder", "revision_folder"):
+    for name in (
+        "HUBS",
+        "META_DIR",
+        "HubDownload",
+        "FileProgressCallback",
+        "ProgressCallback",
+        "hf_endpoint",
+        "hub_offline",
+        "repo_folder",
+        "revision_folder",
+    ):
         assert name in hub.__all__ and hasattr(hub, name)
     assert hub.repo_folder("org/name") == "org--name"
     with pytest.raises(LaunchFailed):
@@ -77,14 +86,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def test_hub_download_drives_any_adapter_and_then_serves_from_cache(home: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    adapter = DictHub({"config.json": b"{}", "model.safetensors": b"x" * 1000, "sub/tokenizer.json": b"[]",
-                       "README.md": b"hi"})
+def test_hub_download_drives_any_adapter_and_then_serves_from_cache(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = DictHub(
+        {"config.json": b"{}", "model.safetensors": b"x" * 1000, "sub/tokenizer.json": b"[]", "README.md": b"hi"}
+    )
     monkeypatch.setitem(HUB_FACTORIES, "huggingface", lambda: adapter)
     seen: list[tuple[int, int]] = []
-    folder = Path(HubDownload("huggingface", "org/repo", progress=lambda d, t: seen.append((d, t)))
-                  .snapshot(snapshot_files))
+    folder = Path(
+        HubDownload("huggingface", "org/repo", progress=lambda d, t: seen.append((d, t))).snapshot(snapshot_files)
+    )
     assert folder == home / "cache" / "huggingface" / "org--repo" / "main"
     assert sorted(adapter.fetched) == ["config.json", "model.safetensors", "sub/tokenizer.json"]
     assert (folder / "sub" / "tokenizer.json").read_bytes() == b"[]"
@@ -122,7 +134,8 @@ class FakeModelScope:
         class HubApi:
             def get_model_files(self, repo_id: str, revision: str, recursive: bool) -> list[dict[str, Any]]:
                 return [{"Path": "sub", "Type": "tree"}] + [
-                    {"Path": name, "Type": "blob", "Size": len(data)} for name, data in fake.files.items()]
+                    {"Path": name, "Type": "blob", "Size": len(data)} for name, data in fake.files.items()
+                ]
 
         def model_file_download(repo_id: str, name: str, revision: str, local_dir: str) -> str:
             if fake.fail is not None:
@@ -145,17 +158,22 @@ class FakeModelScope:
 
 @pytest.fixture()
 def modelscope(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelScope]:
-    fake = FakeModelScope({"config.json": b"{}", "model.safetensors": b"w" * 500, "tokenizer.model": b"t" * 20,
-                           "image.png": b"no"})
+    fake = FakeModelScope(
+        {"config.json": b"{}", "model.safetensors": b"w" * 500, "tokenizer.model": b"t" * 20, "image.png": b"no"}
+    )
     fake.install(monkeypatch)
     yield fake
 
 
-def test_modelscope_snapshot_fetches_the_picked_files_with_per_file_progress(modelscope: FakeModelScope,
-                                                                            home: Path) -> None:
+def test_modelscope_snapshot_fetches_the_picked_files_with_per_file_progress(
+    modelscope: FakeModelScope, home: Path
+) -> None:
     files: list[tuple[str, int, int | None]] = []
-    folder = Path(HubDownload("modelscope", "ms/repo", file_progress=lambda n, d, s: files.append((n, d, s)))
-                  .snapshot(snapshot_files))
+    folder = Path(
+        HubDownload("modelscope", "ms/repo", file_progress=lambda n, d, s: files.append((n, d, s))).snapshot(
+            snapshot_files
+        )
+    )
     assert folder == home / "cache" / "modelscope" / "ms--repo" / "main"
     assert sorted(n for _, n, _ in modelscope.downloads) == ["config.json", "model.safetensors", "tokenizer.model"]
     assert {rev for _, _, rev in modelscope.downloads} == {"master"}

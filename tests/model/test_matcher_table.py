@@ -39,8 +39,13 @@ def test_cpu_linux(registry: ModelRegistry, tmp_path, monkeypatch) -> None:  # t
     assert table["MLX"] == "MLX is not installed on this worker; install it with `xinference engine install MLX`"
     accepted = table["llama.cpp"]
     assert isinstance(accepted, list)
-    assert {"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-            "model_hub": "bundled", "model_name": "smollm2-instruct"} in accepted
+    assert {
+        "model_format": "ggufv2",
+        "model_size_in_billions": "0_135",
+        "quantizations": ["Q4_1"],
+        "model_hub": "bundled",
+        "model_name": "smollm2-instruct",
+    } in accepted
     assert all(p["model_format"] == "ggufv2" for p in accepted)
     assert "sentence_transformers" not in table  # an embedding engine has no say on an LLM
 
@@ -63,8 +68,15 @@ def test_cuda_linux_with_library_accepts_gpu_formats(registry: ModelRegistry, mo
     formats = {p["model_format"] for p in table["vLLM"]}
     assert formats == {"pytorch", "awq", "fp8"}
     fp8 = [p for p in table["vLLM"] if p["model_format"] == "fp8" and p["model_size_in_billions"] == 8]
-    assert fp8 == [{"model_name": "qwen3", "model_format": "fp8", "model_size_in_billions": 8,
-                    "quantizations": ["fp8"], "model_hub": "huggingface"}]
+    assert fp8 == [
+        {
+            "model_name": "qwen3",
+            "model_format": "fp8",
+            "model_size_in_billions": 8,
+            "quantizations": ["fp8"],
+            "model_hub": "huggingface",
+        }
+    ]
     # and a launch without an engine picks vLLM first on that worker
     choices = registry.choices(registry.get("qwen3"), model_format="pytorch")
     assert choose_engine(None, choices, CUDA_LINUX).engine == "vLLM"

@@ -32,8 +32,16 @@ def _choice(registry: ModelRegistry, name: str, fmt: str, size: int | str, quant
 
 @pytest.mark.parametrize(
     ("fmt", "quant", "bits"),
-    [("ggufv2", "Q4_K_M", 4.85), ("ggufv2", "q8_0", 8.5), ("awq", "Int4", 4.5), ("gptq", "Int8", 8.5),
-     ("fp8", "fp8", 8.0), ("pytorch", "none", 16.0), ("mlx", "4bit", 4.5), ("ggufv2", "weird", 16.0)],
+    [
+        ("ggufv2", "Q4_K_M", 4.85),
+        ("ggufv2", "q8_0", 8.5),
+        ("awq", "Int4", 4.5),
+        ("gptq", "Int8", 8.5),
+        ("fp8", "fp8", 8.0),
+        ("pytorch", "none", 16.0),
+        ("mlx", "4bit", 4.5),
+        ("ggufv2", "weird", 16.0),
+    ],
 )
 def test_weight_bits(fmt: str, quant: str, bits: float) -> None:
     assert weight_bits(fmt, quant) == bits
@@ -108,10 +116,28 @@ def test_each_engine_reads_its_own_context_option(registry: ModelRegistry) -> No
     assert check_fit(gguf.family, gguf.spec, gguf.quantization, CPU_24G, huge, engine=LlamaCppEngine) is not None
     torch_weights = _choice(registry, "qwen2.5-instruct", "pytorch", "0_5")
     # n_ctx means nothing to Transformers: its context is max_model_len
-    assert check_fit(torch_weights.family, torch_weights.spec, torch_weights.quantization, CPU_24G, huge,
-                     engine=TransformersEngine) is None
-    assert check_fit(torch_weights.family, torch_weights.spec, torch_weights.quantization, CPU_24G,
-                     {"max_model_len": 1 << 21}, engine=TransformersEngine) is not None
+    assert (
+        check_fit(
+            torch_weights.family,
+            torch_weights.spec,
+            torch_weights.quantization,
+            CPU_24G,
+            huge,
+            engine=TransformersEngine,
+        )
+        is None
+    )
+    assert (
+        check_fit(
+            torch_weights.family,
+            torch_weights.spec,
+            torch_weights.quantization,
+            CPU_24G,
+            {"max_model_len": 1 << 21},
+            engine=TransformersEngine,
+        )
+        is not None
+    )
 
 
 def test_llama_cpp_counts_ram_beside_vram_and_others_do_not(registry: ModelRegistry) -> None:

@@ -35,10 +35,14 @@ OVER_LIMITS = {
     "recursive loop": ("{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}", "recursed deeper"),
     "recursive block": ("{% block a %}{{ self.a() }}{% endblock %}", "recursed deeper"),
     "list repeat": ("{{ [1, 2] * 10**8 }}", "more than 100,000 items"),
-    "doubling ~": ("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
-                   "{% endfor %}", "string longer than 1 MiB"),
-    "doubling +": ("{% set ns = namespace(s=['ab']) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
-                   "{% endfor %}", "longer than 1 MiB"),
+    "doubling ~": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "string longer than 1 MiB",
+    ),
+    "doubling +": (
+        "{% set ns = namespace(s=['ab']) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+        "longer than 1 MiB",
+    ),
     "power": ("{{ 10 ** (10 ** 8) }}", "more than 10,000 bits"),
     "center filter": ("{{ 'a'|center(10**9) }}", "padded string"),
     "center method": ("{{ 'a'.center(10**9) }}", "padded string"),
@@ -51,10 +55,14 @@ OVER_LIMITS = {
     "batch fill": ("{{ [1]|batch(10**9, 'x')|list }}", "batch of more than"),
     "indent": ("{{ ('a\n' * 100000)|indent(100) }}", "indented string"),
     "output": ("{% for i in range(100000) %}" + "x" * 100 + "{% endfor %}", "output exceeds 1 MiB"),
-    "text in a buffer": ("{% macro m() %}{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}{% endmacro %}"
-                         "{% set unused = m() %}", "generated more than 8 MiB"),
-    "loop": ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-             "looped more than 1,000,000 times|ran longer than 5 s"),  # whichever comes first on a busy machine
+    "text in a buffer": (
+        "{% macro m() %}{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}{% endmacro %}{% set unused = m() %}",
+        "generated more than 8 MiB",
+    ),
+    "loop": (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "looped more than 1,000,000 times|ran longer than 5 s",
+    ),  # whichever comes first on a busy machine
     "lipsum": ("{{ lipsum(10**6) }}", "lipsum takes at most"),
     "strftime width": ("{{ strftime_now('%1000000000Y') }}", "without field widths"),
 }
@@ -94,8 +102,9 @@ def test_iterations_and_wall_time_are_budgets_of_one_render() -> None:
     assert render(busy, MESSAGES, limits=RenderLimits(max_iterations=10_100)) == ""
     with pytest.raises(TemplateLimitExceeded, match="looped more than 10,000 times"):
         render(busy, MESSAGES, limits=RenderLimits(max_iterations=10_000))
-    slow = "{% for i in range(100000) %}{% for j in range(10) %}{{ ('x' * 1000).upper()|length }}{% endfor %}" \
-           "{% endfor %}"
+    slow = (
+        "{% for i in range(100000) %}{% for j in range(10) %}{{ ('x' * 1000).upper()|length }}{% endfor %}{% endfor %}"
+    )
     started = time.monotonic()
     with pytest.raises(TemplateLimitExceeded, match="ran longer than 0.2 s"):
         render(slow, MESSAGES, limits=RenderLimits(max_seconds=0.2, max_chars=100 * 2**20))
@@ -121,8 +130,10 @@ def test_recursion_stops_cleanly_in_a_worker_thread() -> None:
     assert isinstance(results[1], TemplateLimitExceeded) and "recursed deeper than 64" in str(results[1])
 
 
-@pytest.mark.parametrize("name", ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token",
-                                  "raise_exception", "range", "namespace"])
+@pytest.mark.parametrize(
+    "name",
+    ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "raise_exception", "range", "namespace"],
+)
 def test_callers_cannot_replace_the_renderers_variables(name: str) -> None:
     assert name in RESERVED_VARIABLES
     with pytest.raises(ChatTemplateError, match=f"may not set '{name}'") as info:
@@ -132,8 +143,12 @@ def test_callers_cannot_replace_the_renderers_variables(name: str) -> None:
 
 def test_caller_variables_that_are_not_reserved_reach_the_template() -> None:
     template = "{{ enable_thinking }}|{{ documents|length }}|{{ bos_token }}|{{ tools is none }}"
-    rendered = render(template, MESSAGES, special_tokens={"bos_token": "<s>"},
-                      template_kwargs={"enable_thinking": False, "documents": [{"text": "d"}]})
+    rendered = render(
+        template,
+        MESSAGES,
+        special_tokens={"bos_token": "<s>"},
+        template_kwargs={"enable_thinking": False, "documents": [{"text": "d"}]},
+    )
     assert rendered == "False|1|<s>|True"
 
 
@@ -157,12 +172,15 @@ def test_real_templates_render_as_the_plain_sandbox_does() -> None:
     family = ModelRegistry().get("smollm2-instruct")
     template = find_chat_template(family, resolve_model_path(family.model_specs[0], "Q4_1"))
     assert template is not None
-    conversation = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 30}
-                    for i in range(2000)]
+    conversation = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 30} for i in range(2000)
+    ]
     plain = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
     assert render(template, conversation) == plain.render(messages=conversation, add_generation_prompt=True)
-    helpers = ("{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}"
-               "{{ messages|tojson(indent=2, separators=(',', ': ')) }}{{ strftime_now('%Y')|length }}")
+    helpers = (
+        "{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}"
+        "{{ messages|tojson(indent=2, separators=(',', ': ')) }}{{ strftime_now('%Y')|length }}"
+    )
     assert render(helpers, MESSAGES) == 'hi[\n  {\n    "role": "user",\n    "content": "hi"\n  }\n]4'
 
 

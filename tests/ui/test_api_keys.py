@@ -41,8 +41,9 @@ def test_key_prompt_wrong_key_then_a_working_session(browser: Any, keyed_server:
         page.click("[data-testid=key-prompt] button")
         alert = prompt.locator("[role=alert]")
         alert.wait_for()
-        expected = httpx.get(f"{keyed_server.api}/models", headers={"Authorization": "Bearer wrong-key"},
-                             timeout=10).json()["error"]["message"]
+        expected = httpx.get(
+            f"{keyed_server.api}/models", headers={"Authorization": "Bearer wrong-key"}, timeout=10
+        ).json()["error"]["message"]
         assert alert.inner_text() == expected
         # The only failure on the page is that deliberate 401.
         assert [r for r in problems.requests if "/v1/models" not in r] == []

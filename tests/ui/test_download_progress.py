@@ -22,9 +22,18 @@ pytestmark = pytest.mark.slow
 
 REPO = "fake-org/ui-tiny-gguf"
 FAMILY = {
-    "model_name": "ui-hub-chat", "model_ability": ["chat"], "context_length": 2048,
-    "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_135", "quantizations": ["Q4_1"],
-                     "model_id": REPO, "model_file_name_template": "tiny.{quantization}.gguf"}],
+    "model_name": "ui-hub-chat",
+    "model_ability": ["chat"],
+    "context_length": 2048,
+    "model_specs": [
+        {
+            "model_format": "ggufv2",
+            "model_size_in_billions": "0_135",
+            "quantizations": ["Q4_1"],
+            "model_id": REPO,
+            "model_file_name_template": "tiny.{quantization}.gguf",
+        }
+    ],
 }
 
 
@@ -34,8 +43,10 @@ def hub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     with FakeHub() as hub:
         hub.add(REPO, "tiny.Q4_1.gguf", weights)
         hub.rate = 4 * 1024 * 1024  # ~25 s for the ~100 MB file: time to watch it, then cancel
-        server = start_local_server(tmp_path_factory.mktemp("ui-hub-home"),
-                                    env={"HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0", "XINFERENCE_MODEL_SRC": ""})
+        server = start_local_server(
+            tmp_path_factory.mktemp("ui-hub-home"),
+            env={"HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0", "XINFERENCE_MODEL_SRC": ""},
+        )
         try:
             yield server, hub
         finally:
@@ -57,16 +68,20 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         page.click("[data-testid=launch-button]")
         stage = page.locator("[data-testid=stage]")
         page.wait_for_function(
-            "() => document.querySelector('[data-testid=stage]')?.textContent.includes('downloading')", timeout=60_000)
+            "() => document.querySelector('[data-testid=stage]')?.textContent.includes('downloading')", timeout=60_000
+        )
         # Bytes, speed and time left appear once two samples a moment apart exist.
-        page.wait_for_function("() => /\\/s/.test(document.querySelector('[data-testid=download]')?.textContent || '')"
-                               " && /left/.test(document.querySelector('[data-testid=download]').textContent)",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => /\\/s/.test(document.querySelector('[data-testid=download]')?.textContent || '')"
+            " && /left/.test(document.querySelector('[data-testid=download]').textContent)",
+            timeout=30_000,
+        )
         line = page.locator("[data-testid=download]").inner_text()
         assert re.search(r"[\d.]+ MiB of [\d.]+ MiB · [\d.]+ MiB/s · \d+(m \d+)?s left", line), line
         first = float(re.findall(r"([\d.]+) MiB of", line)[0])
         page.wait_for_function(
-            f"() => parseFloat(document.querySelector('[data-testid=download]').textContent) > {first}", timeout=30_000)
+            f"() => parseFloat(document.querySelector('[data-testid=download]').textContent) > {first}", timeout=30_000
+        )
         api_view = httpx.get(f"{server.api}/models/ui-hub-chat/progress", timeout=10).json()
         assert api_view["stage"] == "downloading" and 0 < api_view["done_bytes"] < api_view["total_bytes"]
         assert "downloading" in stage.inner_text()
@@ -79,8 +94,9 @@ def test_download_progress_and_cancel_from_the_dialog(browser: Any, hub_server: 
         # Another tab (or a reload) sees the same launch on the Running page.
         other = context.new_page()
         other.goto(f"{server.endpoint}/ui/#/running")
-        other.wait_for_function("() => document.querySelector('[data-testid=launch-stage]')?.textContent"
-                                ".includes('downloading')")
+        other.wait_for_function(
+            "() => document.querySelector('[data-testid=launch-stage]')?.textContent.includes('downloading')"
+        )
         other.close()
 
         page.get_by_role("button", name="Cancel launch").click()

@@ -48,9 +48,16 @@ def _last_answer(page: Any) -> Any:
 def _timed_chat(server: LocalServer, max_tokens: int) -> float:
     """Seconds a non-streamed chat request of exactly ``max_tokens`` generated tokens takes."""
     started = time.monotonic()
-    response = httpx.post(f"{server.api}/chat/completions", timeout=600, json={
-        "model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": max_tokens,
-        "ignore_eos": True})
+    response = httpx.post(
+        f"{server.api}/chat/completions",
+        timeout=600,
+        json={
+            "model": DEFAULT_MODEL,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+        },
+    )
     elapsed = time.monotonic() - started
     assert response.status_code == 200, response.text
     assert response.json()["usage"]["completion_tokens"] == max_tokens
@@ -85,8 +92,10 @@ def test_launch_chat_stop_and_terminate_from_the_page(page: Any, ui_server: Loca
     page.locator("details.engine-options summary").click()
     page.fill("#opt-n_parallel", "1")
     command = page.locator("[data-testid=cli-command]").inner_text()
-    assert command == ("xinference launch -n smollm2-instruct -en llama.cpp -f ggufv2 -s 0_135 -q Q4_1 "
-                       f"--n_parallel 1 -e {ui_server.endpoint}")
+    assert command == (
+        "xinference launch -n smollm2-instruct -en llama.cpp -f ggufv2 -s 0_135 -q Q4_1 "
+        f"--n_parallel 1 -e {ui_server.endpoint}"
+    )
     page.click("[data-testid=launch-button]")
     progress = page.locator("[data-testid=launch-progress]")
     progress.wait_for()
@@ -119,7 +128,9 @@ def test_launch_chat_stop_and_terminate_from_the_page(page: Any, ui_server: Loca
     _send(page, "Count from 1 to 5000, one number per line.")
     page.wait_for_function(
         "() => { const a = document.querySelectorAll('.msg.assistant'); "
-        "return a.length && Number(a[a.length - 1].dataset.chunks) >= 5; }", timeout=120_000)
+        "return a.length && Number(a[a.length - 1].dataset.chunks) >= 5; }",
+        timeout=120_000,
+    )
     in_flight = httpx.get(f"{ui_server.api}/models", timeout=10).json()["data"][0]["requests_in_flight"]
     assert in_flight == 1
     page.click("[data-testid=stop]")
@@ -134,8 +145,10 @@ def test_launch_chat_stop_and_terminate_from_the_page(page: Any, ui_server: Loca
     # free either way), not in seconds: a busy machine slows both alike.
     waited = _timed_chat(ui_server, 4)
     step = _timed_chat(ui_server, 64) / 64
-    assert waited < 500 * step, (f"a fresh request waited {waited:.1f}s ({waited / step:.0f} decoding steps): "
-                                 "the stopped stream still holds the only slot")
+    assert waited < 500 * step, (
+        f"a fresh request waited {waited:.1f}s ({waited / step:.0f} decoding steps): "
+        "the stopped stream still holds the only slot"
+    )
 
     # Terminate from the Running page; the API agrees.
     page.goto(f"{ui_server.endpoint}/ui/#/running")
@@ -152,8 +165,9 @@ def test_a_model_launched_through_the_api_appears_without_a_reload(page: Any, ui
     page.goto(f"{ui_server.endpoint}/ui/#/running")
     page.locator("[data-testid=no-models]").wait_for()
     page.evaluate("window.__sameDocument = true")
-    response = httpx.post(f"{ui_server.api}/models", timeout=180,
-                          json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"})
+    response = httpx.post(
+        f"{ui_server.api}/models", timeout=180, json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}
+    )
     assert response.status_code == 200, response.text
     page.locator(f"tr[data-uid='{DEFAULT_MODEL}'] .badge[data-status=ready]").wait_for(timeout=10_000)
     assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
@@ -201,8 +215,11 @@ def test_logs_endpoint_is_bounded_and_follows(ui_server: LocalServer) -> None:
     again = httpx.get(f"{ui_server.api}/models/{DEFAULT_MODEL}/logs", params={"since": body["offset"]}, timeout=10)
     assert again.json()["offset"] >= body["offset"]
     assert httpx.get(f"{ui_server.api}/models/nope/logs", timeout=10).status_code == 404
-    assert httpx.get(f"{ui_server.api}/models/{DEFAULT_MODEL}/logs", params={"replica": "7"},
-                     timeout=10).status_code == 404
-    assert httpx.get(f"{ui_server.api}/models/{DEFAULT_MODEL}/logs", params={"tail": 10**6},
-                     timeout=10).status_code == 400
+    assert (
+        httpx.get(f"{ui_server.api}/models/{DEFAULT_MODEL}/logs", params={"replica": "7"}, timeout=10).status_code
+        == 404
+    )
+    assert (
+        httpx.get(f"{ui_server.api}/models/{DEFAULT_MODEL}/logs", params={"tail": 10**6}, timeout=10).status_code == 400
+    )
     assert httpx.delete(f"{ui_server.api}/models/{DEFAULT_MODEL}", timeout=60).status_code == 200

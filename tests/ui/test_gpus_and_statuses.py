@@ -30,21 +30,33 @@ DEGRADED_UID = "two-replicas"
 # and the "devices" of /v1/cluster/info with the replicas holding each). Under test: what the pages show and what
 # the launch dialog sends, not the hardware.
 STAND_IN_GPUS = [
-    {"index": 0, "name": "NVIDIA H100 80GB HBM3", "vendor": "nvidia", "memory_total_bytes": 80 * GIB,
-     "memory_free_bytes": 20 * GIB},
-    {"index": 1, "name": "NVIDIA L4", "vendor": "nvidia", "memory_total_bytes": 24 * GIB,
-     "memory_free_bytes": 24 * GIB - 512 * 1024**2},
+    {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "vendor": "nvidia",
+        "memory_total_bytes": 80 * GIB,
+        "memory_free_bytes": 20 * GIB,
+    },
+    {
+        "index": 1,
+        "name": "NVIDIA L4",
+        "vendor": "nvidia",
+        "memory_total_bytes": 24 * GIB,
+        "memory_free_bytes": 24 * GIB - 512 * 1024**2,
+    },
 ]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     # No restart of a dead replica: the degraded status stays until the test ends it.
-    server = start_local_server(tmp_path_factory.mktemp("ui-gpus-home"),
-                                env={"HF_HUB_OFFLINE": "1", "XINFERENCE_MODEL_RESTARTS": "0"})
+    server = start_local_server(
+        tmp_path_factory.mktemp("ui-gpus-home"), env={"HF_HUB_OFFLINE": "1", "XINFERENCE_MODEL_RESTARTS": "0"}
+    )
     try:
-        response = httpx.post(f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"},
-                              timeout=180)
+        response = httpx.post(
+            f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}, timeout=180
+        )
         assert response.status_code == 200, response.text
         yield server
     finally:
@@ -61,10 +73,15 @@ def with_stand_in_gpus(route: Any) -> None:
     worker["hardware"]["cuda_available"] = True
     holder = info["models"][DEFAULT_MODEL][0]["replica_uid"]
     info["devices"] = [
-        {"worker": worker["address"], "index": gpu["index"], "name": gpu["name"], "vendor": gpu["vendor"],
-         "memory_total_bytes": gpu["memory_total_bytes"],
-         "memory_used_bytes": gpu["memory_total_bytes"] - gpu["memory_free_bytes"],
-         "models": [holder] if gpu["index"] == 0 else []}
+        {
+            "worker": worker["address"],
+            "index": gpu["index"],
+            "name": gpu["name"],
+            "vendor": gpu["vendor"],
+            "memory_total_bytes": gpu["memory_total_bytes"],
+            "memory_used_bytes": gpu["memory_total_bytes"] - gpu["memory_free_bytes"],
+            "models": [holder] if gpu["index"] == 0 else [],
+        }
         for gpu in STAND_IN_GPUS
     ]
     route.fulfill(status=response.status, json=info)
@@ -106,8 +123,10 @@ def test_gpus_on_the_cluster_page_and_in_the_launch_dialog(page: Any, server: Lo
     picks.nth(1).wait_for()
     assert picks.count() == 2
     labels = [" ".join(text.split()) for text in picks.all_inner_texts()]
-    assert labels == [f"#0 NVIDIA H100 80GB HBM3 · 20.0 GiB free of 80.0 GiB · used by {holder}",
-                      "#1 NVIDIA L4 · 23.5 GiB free of 24.0 GiB"]
+    assert labels == [
+        f"#0 NVIDIA H100 80GB HBM3 · 20.0 GiB free of 80.0 GiB · used by {holder}",
+        "#1 NVIDIA L4 · 23.5 GiB free of 24.0 GiB",
+    ]
     command = page.locator("[data-testid=cli-command]")
     assert "--gpu_idx" not in command.inner_text()
     picks.nth(1).locator("input").check()
@@ -139,9 +158,17 @@ def test_gpus_on_the_cluster_page_and_in_the_launch_dialog(page: Any, server: Lo
 
 
 def test_running_page_shows_degraded_and_unloaded_models(page: Any, server: LocalServer) -> None:
-    launched = httpx.post(f"{server.api}/models", timeout=300, json={
-        "model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": DEGRADED_UID, "replica": 2,
-        "n_ctx": 512})
+    launched = httpx.post(
+        f"{server.api}/models",
+        timeout=300,
+        json={
+            "model_name": DEFAULT_MODEL,
+            "model_engine": "llama.cpp",
+            "model_uid": DEGRADED_UID,
+            "replica": 2,
+            "n_ctx": 512,
+        },
+    )
     assert launched.status_code == 200, launched.text
     try:
         problems = watch(page)

@@ -58,18 +58,27 @@ def run(page: Any, module: str, body: str) -> Any:
 
 
 def test_sse_events_split_across_reads(page: Any) -> None:
-    events = run(page, "lib/sse.js", """
+    events = run(
+        page,
+        "lib/sse.js",
+        """
         const p = new m.SseParser();
         const out = [];
         for (const piece of ['da', 'ta: {"a":', '1}\\n', '\\ndata: [DO', 'NE]\\n\\n']) out.push(...p.push(piece));
         return out;
-    """)
-    assert events == [{"event": "message", "data": '{"a":1}', "id": None}, {"event": "message", "data": "[DONE]",
-                                                                            "id": None}]
+    """,
+    )
+    assert events == [
+        {"event": "message", "data": '{"a":1}', "id": None},
+        {"event": "message", "data": "[DONE]", "id": None},
+    ]
 
 
 def test_sse_line_endings_comments_fields_and_multiline_data(page: Any) -> None:
-    events = run(page, "lib/sse.js", """
+    events = run(
+        page,
+        "lib/sse.js",
+        """
         const p = new m.SseParser();
         const out = [];
         // CRLF split between reads, a lone CR, a keep-alive comment, event/id fields, two data lines.
@@ -78,7 +87,8 @@ def test_sse_line_endings_comments_fields_and_multiline_data(page: Any) -> None:
         out.push(...p.push('data: no blank line yet'));
         out.push(...p.finish());
         return out;
-    """)
+    """,
+    )
     assert events == [{"event": "error", "data": "line one\nline two", "id": "7"}]
 
 
@@ -88,7 +98,10 @@ def test_sse_blank_lines_without_data_dispatch_nothing(page: Any) -> None:
 
 
 def test_read_json_stream_counts_reads_and_stops_at_done(page: Any) -> None:
-    result = run(page, "lib/sse.js", """
+    result = run(
+        page,
+        "lib/sse.js",
+        """
         const pieces = ['data: {"n":1}\\n\\n', 'data: {"n":2}\\n\\ndata: {"n":3}\\n\\n', ': ping\\n\\n',
                         'data: [DONE]\\n\\n', 'data: {"n":99}\\n\\n'];
         const enc = new TextEncoder();
@@ -96,28 +109,37 @@ def test_read_json_stream_counts_reads_and_stops_at_done(page: Any) -> None:
         const seen = [];
         const reads = await m.readJsonStream(new Response(body), (d) => seen.push(d.n));
         return { seen, reads };
-    """)
+    """,
+    )
     assert result == {"seen": [1, 2, 3], "reads": 3}  # the comment-only read carried no frame
 
 
 def test_read_json_stream_raises_on_an_error_frame(page: Any) -> None:
-    message = run(page, "lib/sse.js", """
+    message = run(
+        page,
+        "lib/sse.js",
+        """
         const text = 'data: {"n":1}\\n\\ndata: {"error": {"message": "engine died"}}\\n\\ndata: [DONE]\\n\\n';
         try { await m.readJsonStream(new Response(text), () => {}); return 'no error'; }
         catch (e) { return e.constructor.name + ': ' + e.message; }
-    """)
+    """,
+    )
     assert message == "StreamError: engine died"
 
 
 def test_read_json_stream_handles_utf8_split_inside_a_character(page: Any) -> None:
-    text = run(page, "lib/sse.js", """
+    text = run(
+        page,
+        "lib/sse.js",
+        """
         const bytes = new TextEncoder().encode('data: {"t":"Paris \u00e9t\u00e9 \u2713"}\\n\\n');
         const body = new ReadableStream({ start(c) {
             for (let i = 0; i < bytes.length; i += 3) c.enqueue(bytes.slice(i, i + 3)); c.close(); } });
         let out = '';
         await m.readJsonStream(new Response(body), (d) => { out += d.t; });
         return out;
-    """)
+    """,
+    )
     assert text == "Paris \u00e9t\u00e9 \u2713"
 
 
@@ -125,20 +147,28 @@ def test_read_json_stream_handles_utf8_split_inside_a_character(page: Any) -> No
 
 
 def test_launch_command_defaults_are_left_out(page: Any) -> None:
-    command = run(page, "lib/launch_cmd.js", """
+    command = run(
+        page,
+        "lib/launch_cmd.js",
+        """
         return m.buildLaunchCommand({model_name: 'smollm2-instruct', model_type: 'LLM', model_engine: 'llama.cpp',
             model_format: 'ggufv2', model_size_in_billions: '0_135', quantization: 'Q4_1', replica: 1},
             'http://127.0.0.1:9997/');
-    """)
+    """,
+    )
     assert command == "xinference launch -n smollm2-instruct -en llama.cpp -f ggufv2 -s 0_135 -q Q4_1"
 
 
 def test_launch_command_options_placement_endpoint_and_quoting(page: Any) -> None:
-    command = run(page, "lib/launch_cmd.js", """
+    command = run(
+        page,
+        "lib/launch_cmd.js",
+        """
         return m.buildLaunchCommand({model_name: 'my-model', model_type: 'embedding', model_uid: 'emb 1',
             replica: 2, n_gpu: null, worker_ip: '10.0.0.2:3000', gpu_idx: [0, 1], n_ctx: 4096, kv_unified: false,
             chat_template: "it's", wait_ready: false, empty: ''}, 'http://gpu-box:9997');
-    """)
+    """,
+    )
     assert command == (
         "xinference launch -n my-model -t embedding -u 'emb 1' -r 2 --n-gpu none --worker_ip 10.0.0.2:3000 "
         "--gpu_idx 0,1 --n_ctx 4096 --kv_unified false --chat_template 'it'\\''s' -e http://gpu-box:9997"
@@ -151,24 +181,36 @@ def test_launch_command_round_trips_through_the_cli_parser(page: Any) -> None:
 
     from xinference.cli.options import parse_engine_options
 
-    command = run(page, "lib/launch_cmd.js", """
+    command = run(
+        page,
+        "lib/launch_cmd.js",
+        """
         return m.buildLaunchCommand({model_name: 'smollm2-instruct', n_ctx: 2048, n_parallel: 1,
             flash_attn: 'off', cache_prompt: true}, '');
-    """)
+    """,
+    )
     words = shlex.split(command)
     assert words[:4] == ["xinference", "launch", "-n", "smollm2-instruct"]
-    assert parse_engine_options(words[4:]) == {"n_ctx": 2048, "n_parallel": 1, "flash_attn": "off",
-                                               "cache_prompt": True}
+    assert parse_engine_options(words[4:]) == {
+        "n_ctx": 2048,
+        "n_parallel": 1,
+        "flash_attn": "off",
+        "cache_prompt": True,
+    }
 
 
 # -- small helpers ---------------------------------------------------------------------------------------------
 
 
 def test_markdown_is_sanitised(page: Any) -> None:
-    out = run(page, "lib/markdown.js", """
+    out = run(
+        page,
+        "lib/markdown.js",
+        """
         return m.renderMarkdown('**bold** <img src=x onerror=alert(1)><script>alert(2)</script>'
             + '[x](javascript:alert(3))\\n\\n```py\\nprint(1)\\n```');
-    """)
+    """,
+    )
     assert "<strong>bold</strong>" in out
     assert "<pre><code" in out and "print(1)" in out
     for bad in ("onerror", "<script", "javascript:", "<img"):
@@ -176,25 +218,46 @@ def test_markdown_is_sanitised(page: Any) -> None:
 
 
 def test_error_message_reads_both_error_shapes(page: Any) -> None:
-    out = run(page, "lib/api.js", """
+    out = run(
+        page,
+        "lib/api.js",
+        """
         return [m.errorMessage({error: {message: 'a'}, detail: 'b'}, 'x'), m.errorMessage({detail: 'b'}, 'x'),
                 m.errorMessage({detail: [{msg: 'field required'}]}, 'x'), m.errorMessage(null, 'x')];
-    """)
+    """,
+    )
     assert out == ["a", "b", "field required", "x"]
 
 
 def test_register_form_builds_the_registration_json(page: Any) -> None:
-    family = run(page, "pages/register.js", """
+    family = run(
+        page,
+        "pages/register.js",
+        """
         return m.familyFromForm({type: 'LLM', name: 'mine', description: 'd', langs: 'en, zh', contextLength: '4096',
             abilities: ['chat'], format: 'ggufv2', size: '0_5', quantizations: 'Q4_K_M, Q8_0', source: 'hub',
             uri: '', modelId: 'org/mine-gguf', fileTemplate: 'mine-{quantization}.gguf', chatTemplate: '{{ x }}',
             stop: '<|end|>', dimensions: '', persist: true});
-    """)
+    """,
+    )
     assert family == {
-        "model_name": "mine", "model_type": "LLM", "model_ability": ["chat"], "model_description": "d",
-        "model_lang": ["en", "zh"], "context_length": 4096, "chat_template": "{{ x }}", "stop": ["<|end|>"],
-        "model_specs": [{"model_format": "ggufv2", "model_size_in_billions": "0_5", "quantizations": ["Q4_K_M", "Q8_0"],
-                         "model_id": "org/mine-gguf", "model_file_name_template": "mine-{quantization}.gguf"}],
+        "model_name": "mine",
+        "model_type": "LLM",
+        "model_ability": ["chat"],
+        "model_description": "d",
+        "model_lang": ["en", "zh"],
+        "context_length": 4096,
+        "chat_template": "{{ x }}",
+        "stop": ["<|end|>"],
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_5",
+                "quantizations": ["Q4_K_M", "Q8_0"],
+                "model_id": "org/mine-gguf",
+                "model_file_name_template": "mine-{quantization}.gguf",
+            }
+        ],
     }
     # The same JSON is what the server validates: it must parse as a model family.
     from xinference.model.spec import ModelFamily
@@ -203,8 +266,12 @@ def test_register_form_builds_the_registration_json(page: Any) -> None:
 
 
 def test_cosine_similarity(page: Any) -> None:
-    values = run(page, "pages/try.js", """
+    values = run(
+        page,
+        "pages/try.js",
+        """
         return [m.cosine([1, 0], [1, 0]), m.cosine([1, 0], [0, 2]), m.cosine([1, 1], [-1, -1]),
                 m.cosine([0, 0], [1, 1])];
-    """)
+    """,
+    )
     assert values == [1, 0, -1, 0]

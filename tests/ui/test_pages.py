@@ -77,8 +77,9 @@ def test_a_memory_refusal_is_shown_in_the_dialog(page: Any, server: LocalServer)
 
 
 def test_chat_view_code_runs_as_shown(page: Any, server: LocalServer) -> None:
-    response = httpx.post(f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"},
-                          timeout=180)
+    response = httpx.post(
+        f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}, timeout=180
+    )
     assert response.status_code == 200, response.text
     problems = watch(page)
     page.goto(f"{server.endpoint}/ui/#/chat/{DEFAULT_MODEL}")
@@ -90,8 +91,12 @@ def test_chat_view_code_runs_as_shown(page: Any, server: LocalServer) -> None:
     panel = page.locator("[data-testid=code-panel]")
     curl = panel.locator("pre").inner_text()
     assert curl.startswith(f"curl {server.endpoint}/v1/chat/completions")
-    result = subprocess.run(["bash", "-c", curl.replace("$XINFERENCE_API_KEY", "none") + " --no-buffer -sS"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["bash", "-c", curl.replace("$XINFERENCE_API_KEY", "none") + " --no-buffer -sS"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.rstrip().endswith("data: [DONE]")
     panel.get_by_role("button", name="OpenAI SDK").click()
@@ -122,8 +127,9 @@ def test_running_page_adds_and_removes_a_replica(page: Any, server: LocalServer)
 
 
 def test_embeddings_try_out(page: Any, server: LocalServer) -> None:
-    response = httpx.post(f"{server.api}/models", json={"model_name": EMBEDDING, "model_type": "embedding"},
-                          timeout=180)
+    response = httpx.post(
+        f"{server.api}/models", json={"model_name": EMBEDDING, "model_type": "embedding"}, timeout=180
+    )
     assert response.status_code == 200, response.text
     problems = watch(page)
     page.goto(f"{server.endpoint}/ui/#/try/{EMBEDDING}")
@@ -143,14 +149,17 @@ def test_register_page_previews_validates_and_registers(page: Any, server: Local
     preview = page.locator("[data-testid=template-preview]")
     preview.wait_for()
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=template-preview]').textContent.includes('Italy')")
+        "() => document.querySelector('[data-testid=template-preview]').textContent.includes('Italy')"
+    )
     assert "<|user|>\nWhat is the capital of France?" in preview.inner_text()
     # A template the sandbox refuses shows the server's message.
     page.locator("textarea.mono").fill("{{ messages.__class__ }}")
     page.locator(".register-page .error-box").wait_for()
     page.locator("textarea.mono").fill("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
-    page.wait_for_function("() => (document.querySelector('[data-testid=template-preview]')?.textContent || '')"
-                           ".startsWith('system: You are')")
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=template-preview]')?.textContent || '')"
+        ".startsWith('system: You are')"
+    )
     # A field the form checks itself.
     name = page.locator(".register-page input").nth(0)
     name.fill("bad name!")
@@ -191,15 +200,20 @@ def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
     # Followed live: what the replica writes next appears without a reload.
     before = httpx.get(f"{server.api}/models/{DEFAULT_MODEL}/logs", timeout=10).json()
     shown = log.inner_text().count("\n")
-    chat = httpx.post(f"{server.api}/chat/completions", timeout=60, json={
-        "model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+    chat = httpx.post(
+        f"{server.api}/chat/completions",
+        timeout=60,
+        json={"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+    )
     assert chat.status_code == 200
     deadline = time.monotonic() + 60  # a condition, polled; the bound only ends a test that would hang
     while httpx.get(f"{server.api}/models/{DEFAULT_MODEL}/logs", timeout=10).json()["size"] == before["size"]:
         assert time.monotonic() < deadline, "the replica wrote nothing for a request"
         time.sleep(0.3)
-    page.wait_for_function(f"() => document.querySelector('[data-testid=log]').textContent.split('\\n').length"
-                           f" > {shown + 1}", timeout=10_000)
+    page.wait_for_function(
+        f"() => document.querySelector('[data-testid=log]').textContent.split('\\n').length > {shown + 1}",
+        timeout=10_000,
+    )
     page.goto(f"{server.endpoint}/ui/#/cluster")
     worker = page.locator(".worker").first
     worker.wait_for()
@@ -209,20 +223,34 @@ def test_logs_and_cluster_pages(page: Any, server: LocalServer) -> None:
 
 # A scripted stream stands in for a reasoning model (none runs offline on this machine): the page's rendering of
 # reasoning, markdown and code blocks is what is under test, not the model.
-SCRIPTED_STREAM = "".join(
-    f"data: {json.dumps(chunk)}\n\n" for chunk in [
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "The user wants "}}]},
-        {"choices": [{"index": 0, "delta": {"reasoning_content": "a function."}}]},
-        {"choices": [{"index": 0, "delta": {"content": "Here:\n\n```python\ndef add(a, b):\n"}}]},
-        {"choices": [{"index": 0, "delta": {"content": "    return a + b\n```\n\n**Done** <script>x()</script>"},
-                      "finish_reason": "stop"}]},
-        {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}},
-    ]) + "data: [DONE]\n\n"
+SCRIPTED_STREAM = (
+    "".join(
+        f"data: {json.dumps(chunk)}\n\n"
+        for chunk in [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "The user wants "}}]},
+            {"choices": [{"index": 0, "delta": {"reasoning_content": "a function."}}]},
+            {"choices": [{"index": 0, "delta": {"content": "Here:\n\n```python\ndef add(a, b):\n"}}]},
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"content": "    return a + b\n```\n\n**Done** <script>x()</script>"},
+                        "finish_reason": "stop",
+                    }
+                ]
+            },
+            {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}},
+        ]
+    )
+    + "data: [DONE]\n\n"
+)
 
 
 def test_chat_shows_reasoning_apart_and_renders_markdown(page: Any, server: LocalServer) -> None:
-    page.route("**/v1/chat/completions", lambda route: route.fulfill(
-        status=200, body=SCRIPTED_STREAM, headers={"Content-Type": "text/event-stream"}))
+    page.route(
+        "**/v1/chat/completions",
+        lambda route: route.fulfill(status=200, body=SCRIPTED_STREAM, headers={"Content-Type": "text/event-stream"}),
+    )
     problems = watch(page)
     page.goto(f"{server.endpoint}/ui/#/chat/{DEFAULT_MODEL}")
     page.fill("[data-testid=chat-input]", "Write add() in Python.")
@@ -247,8 +275,15 @@ def test_chat_shows_reasoning_apart_and_renders_markdown(page: Any, server: Loca
 # Scripted answers stand in for a rerank model (none is installed offline): the page's request and its ranked
 # rendering are under test.
 def test_rerank_try_out_ranks_documents(page: Any, server: LocalServer) -> None:
-    fake_model = {"model_uid": "scripted-reranker", "model_name": "scripted-reranker", "model_type": "rerank",
-                  "model_ability": ["rerank"], "status": "ready", "replicas": [], "replica": 1}
+    fake_model = {
+        "model_uid": "scripted-reranker",
+        "model_name": "scripted-reranker",
+        "model_type": "rerank",
+        "model_ability": ["rerank"],
+        "status": "ready",
+        "replicas": [],
+        "replica": 1,
+    }
     sent: list[dict[str, Any]] = []
 
     def models(route: Any) -> None:

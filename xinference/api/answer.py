@@ -27,8 +27,12 @@ Result = Union[dict[str, Any], AsyncIterator[bytes]]
 def streamed_200(what: str) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI ``responses=`` entry saying that a 200 is an event stream when the request set ``stream``
     (the JSON body of a 200 comes from the route's ``response_model``)."""
-    return {200: {"description": f"the whole body; with `stream: true`, {what}",
-                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+    return {
+        200: {
+            "description": f"the whole body; with `stream: true`, {what}",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    }
 
 
 def respond(result: Result) -> Response:

@@ -25,6 +25,7 @@ _OPEN_PREFIX = "/ui/"
 def _is_open(path: str) -> bool:
     return path in _OPEN_PATHS or path.startswith(_OPEN_PREFIX)
 
+
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
@@ -51,8 +52,13 @@ class ApiKeyMiddleware:
         else:
             payload = error_body(message, "authentication_error", code="invalid_api_key")
         body = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     def _authorized(self, scope: dict[str, Any]) -> bool:

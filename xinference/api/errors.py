@@ -35,8 +35,14 @@ _HTTP_TYPES = {401: "authentication_error", 404: "not_found_error", 405: "invali
 #: Paths whose errors take Anthropic's shape: the Messages API under both of its prefixes.
 _ANTHROPIC_PREFIXES = ("/v1/messages", "/anthropic/")
 #: Anthropic's error types by HTTP status (anything else of 5xx is ``api_error``, of 4xx ``invalid_request_error``).
-_ANTHROPIC_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-                    413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+_ANTHROPIC_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
 
 
 def error_body(

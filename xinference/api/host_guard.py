@@ -76,7 +76,7 @@ def host_name(header: str) -> str | None:
     value = header.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        name, rest = value[1:end], value[end + 1:]
+        name, rest = value[1:end], value[end + 1 :]
         if end < 0 or not _is_ip(name) or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
             return None
         return name
@@ -168,27 +168,43 @@ class HostGuardMiddleware:
         refused = next((h for h in hosts if not self.policy.allows(h)), None)
         if refused is None:
             origin = next((v.decode("latin-1") for n, v in headers if n == b"origin"), None)
-            if origin is None or scope.get("method", "GET") in _SAFE_METHODS or self.policy.allows_origin(
-                    origin, hosts[0] if hosts else None):
+            if (
+                origin is None
+                or scope.get("method", "GET") in _SAFE_METHODS
+                or self.policy.allows_origin(origin, hosts[0] if hosts else None)
+            ):
                 await self.app(scope, receive, send)
                 return
-            await self._refuse(scope, send, f"a request from the web page at {origin[:200]!r} may not change "
-                               "anything here (a protection against cross-site requests); add its name to "
-                               "XINFERENCE_ALLOWED_HOSTS to allow it", "origin_not_allowed")
+            await self._refuse(
+                scope,
+                send,
+                f"a request from the web page at {origin[:200]!r} may not change "
+                "anything here (a protection against cross-site requests); add its name to "
+                "XINFERENCE_ALLOWED_HOSTS to allow it",
+                "origin_not_allowed",
+            )
             return
         self._log(refused)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # before accept: the server answers 403
             return
-        await self._refuse(scope, send, f"Host {refused[:200]!r} is not a name this server answers to (a protection "
-                           "against DNS rebinding); use localhost, an IP address or this machine's name, or add it "
-                           "to XINFERENCE_ALLOWED_HOSTS", "host_not_allowed")
+        await self._refuse(
+            scope,
+            send,
+            f"Host {refused[:200]!r} is not a name this server answers to (a protection "
+            "against DNS rebinding); use localhost, an IP address or this machine's name, or add it "
+            "to XINFERENCE_ALLOWED_HOSTS",
+            "host_not_allowed",
+        )
 
     def _log(self, host: str) -> None:
         if host not in self._logged and len(self._logged) < _LOGGED_LIMIT:
             self._logged.add(host)
-            logger.warning("refused requests with Host %r: if clients reach this server by that name, add it to "
-                           "XINFERENCE_ALLOWED_HOSTS", host[:200])
+            logger.warning(
+                "refused requests with Host %r: if clients reach this server by that name, add it to "
+                "XINFERENCE_ALLOWED_HOSTS",
+                host[:200],
+            )
 
     @staticmethod
     async def _refuse(scope: dict[str, Any], send: Any, message: str, code: str) -> None:
@@ -197,7 +213,11 @@ class HostGuardMiddleware:
         else:
             payload = error_body(message, "permission_error", code=code)
         body = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": 403,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

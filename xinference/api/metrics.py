@@ -86,25 +86,54 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ("model_name", "engine")
         reg = self.registry
-        self.requests = Counter("xinference:requests", "Model requests by route and outcome (success, "
-                                "client_error, server_error, aborted, rejected).", (*labels, "route", "outcome"),
-                                registry=reg)
-        self.errors = Counter("xinference:request_errors", "Failed model requests by error type.",
-                              (*labels, "route", "error_type"), registry=reg)
-        self.rejected_requests = Counter("xinference:requests_rejected", "Requests refused by admission control "
-                                         "(429): queue_full or queue_timeout.", (*labels, "route", "reason"),
-                                         registry=reg)
+        self.requests = Counter(
+            "xinference:requests",
+            "Model requests by route and outcome (success, client_error, server_error, aborted, rejected).",
+            (*labels, "route", "outcome"),
+            registry=reg,
+        )
+        self.errors = Counter(
+            "xinference:request_errors",
+            "Failed model requests by error type.",
+            (*labels, "route", "error_type"),
+            registry=reg,
+        )
+        self.rejected_requests = Counter(
+            "xinference:requests_rejected",
+            "Requests refused by admission control (429): queue_full or queue_timeout.",
+            (*labels, "route", "reason"),
+            registry=reg,
+        )
         self.prompt_tokens = Counter("xinference:prompt_tokens", "Prompt tokens processed.", labels, registry=reg)
         self.generation_tokens = Counter("xinference:generation_tokens", "Tokens generated.", labels, registry=reg)
-        self.ttft = Histogram("xinference:time_to_first_token_seconds", "Time from arrival to the first streamed "
-                              "token.", labels, buckets=_LATENCY_BUCKETS, registry=reg)
-        self.itl = Histogram("xinference:inter_token_latency_seconds", "Mean time between generated tokens of a "
-                             "stream (after the first), one observation per stream.", labels,
-                             buckets=_TOKEN_GAP_BUCKETS, registry=reg)
-        self.e2e = Histogram("xinference:e2e_request_latency_seconds", "Time from arrival to the last byte of "
-                             "successful requests.", labels, buckets=_LATENCY_BUCKETS, registry=reg)
-        self.queue_time = Histogram("xinference:request_queue_time_seconds", "Time admitted requests waited for a "
-                                    "free slot.", labels, buckets=_LATENCY_BUCKETS, registry=reg)
+        self.ttft = Histogram(
+            "xinference:time_to_first_token_seconds",
+            "Time from arrival to the first streamed token.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.itl = Histogram(
+            "xinference:inter_token_latency_seconds",
+            "Mean time between generated tokens of a stream (after the first), one observation per stream.",
+            labels,
+            buckets=_TOKEN_GAP_BUCKETS,
+            registry=reg,
+        )
+        self.e2e = Histogram(
+            "xinference:e2e_request_latency_seconds",
+            "Time from arrival to the last byte of successful requests.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.queue_time = Histogram(
+            "xinference:request_queue_time_seconds",
+            "Time admitted requests waited for a free slot.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
 
     # -- MetricsSink (called by api/gateway/admission.py) -------------------------------------------------------------
     def finished(self, ticket: Ticket) -> None:
@@ -194,8 +223,9 @@ class _Snapshot:
                 if isinstance(stats, dict):
                     self.engine_stats.append((model, engine, str(index), stats))
 
-        await asyncio.gather(*(one(r.model_uid, r.engine, i, rep.ref) for r in routes.all()
-                               for i, rep in enumerate(r.replicas)))
+        await asyncio.gather(
+            *(one(r.model_uid, r.engine, i, rep.ref) for r in routes.all() for i, rep in enumerate(r.replicas))
+        )
 
     def collect(self) -> Iterable[Metric]:
         yield from self._model_families()
@@ -205,15 +235,21 @@ class _Snapshot:
 
     def _model_families(self) -> Iterator[Metric]:
         labels = ["model_name", "engine"]
-        status = GaugeMetricFamily("xinference:model_status", "1 for the model's current status.",
-                                   labels=[*labels, "status"])
+        status = GaugeMetricFamily(
+            "xinference:model_status", "1 for the model's current status.", labels=[*labels, "status"]
+        )
         replicas = GaugeMetricFamily("xinference:model_replicas", "Replicas serving now.", labels=labels)
-        wanted = GaugeMetricFamily("xinference:model_replicas_wanted", "Replicas the model was launched with.",
-                                   labels=labels)
-        load = GaugeMetricFamily("xinference:model_load_duration_seconds", "Seconds the last (re)load of every "
-                                 "replica took.", labels=labels)
-        loads = CounterMetricFamily("xinference:model_loads_on_demand", "Reloads of a model unloaded by "
-                                    "keep-alive, started by a request.", labels=labels)
+        wanted = GaugeMetricFamily(
+            "xinference:model_replicas_wanted", "Replicas the model was launched with.", labels=labels
+        )
+        load = GaugeMetricFamily(
+            "xinference:model_load_duration_seconds", "Seconds the last (re)load of every replica took.", labels=labels
+        )
+        loads = CounterMetricFamily(
+            "xinference:model_loads_on_demand",
+            "Reloads of a model unloaded by keep-alive, started by a request.",
+            labels=labels,
+        )
         for model in self.models:
             key = [str(model.get("model_uid")), str(model.get("model_engine"))]
             for name in MODEL_STATUSES:
@@ -227,14 +263,16 @@ class _Snapshot:
 
     def _gate_families(self) -> Iterator[Metric]:
         labels = ["model_name", "engine"]
-        running = GaugeMetricFamily("xinference:num_requests_running", "Requests holding a slot now.",
-                                    labels=labels)
-        waiting = GaugeMetricFamily("xinference:num_requests_waiting", "Requests waiting for a slot now.",
-                                    labels=labels)
-        slots = GaugeMetricFamily("xinference:max_running_requests", "Slots of every replica (admission's "
-                                  "capacity).", labels=labels)
-        queued = GaugeMetricFamily("xinference:max_queued_requests", "Requests that may wait before a 429.",
-                                   labels=labels)
+        running = GaugeMetricFamily("xinference:num_requests_running", "Requests holding a slot now.", labels=labels)
+        waiting = GaugeMetricFamily(
+            "xinference:num_requests_waiting", "Requests waiting for a slot now.", labels=labels
+        )
+        slots = GaugeMetricFamily(
+            "xinference:max_running_requests", "Slots of every replica (admission's capacity).", labels=labels
+        )
+        queued = GaugeMetricFamily(
+            "xinference:max_queued_requests", "Requests that may wait before a 429.", labels=labels
+        )
         for gate in self.gates:
             key = [gate.model, gate.engine]
             running.add_metric(key, float(gate.running))
@@ -246,21 +284,27 @@ class _Snapshot:
     def _worker_families(self) -> Iterator[Metric]:
         w = ["worker"]
         cpus = GaugeMetricFamily("xinference:worker_cpu_count", "CPU cores the worker may use.", labels=w)
-        cpu = GaugeMetricFamily("xinference:worker_cpu_utilization", "Machine CPU use, 0-1, since the last "
-                                "scrape.", labels=w)
+        cpu = GaugeMetricFamily(
+            "xinference:worker_cpu_utilization", "Machine CPU use, 0-1, since the last scrape.", labels=w
+        )
         mem_total = GaugeMetricFamily("xinference:worker_memory_total_bytes", "Worker RAM.", labels=w)
         mem_free = GaugeMetricFamily("xinference:worker_memory_available_bytes", "Worker RAM available.", labels=w)
-        beat = GaugeMetricFamily("xinference:worker_heartbeat_age_seconds", "Seconds since the last heartbeat.",
-                                 labels=w)
+        beat = GaugeMetricFamily(
+            "xinference:worker_heartbeat_age_seconds", "Seconds since the last heartbeat.", labels=w
+        )
         g = ["worker", "gpu", "gpu_name"]
         gpu_total = GaugeMetricFamily("xinference:worker_gpu_memory_total_bytes", "GPU memory.", labels=g)
         gpu_used = GaugeMetricFamily("xinference:worker_gpu_memory_used_bytes", "GPU memory in use.", labels=g)
         gpu_util = GaugeMetricFamily("xinference:worker_gpu_utilization", "GPU busy fraction, 0-1.", labels=g)
         r = ["worker", "model_name", "replica"]
-        proc_cpu = CounterMetricFamily("xinference:replica_cpu_seconds", "CPU time of a replica's process (engine "
-                                       "children included).", labels=r)
-        proc_rss = GaugeMetricFamily("xinference:replica_memory_rss_bytes", "Resident memory of a replica's "
-                                     "process (engine children included).", labels=r)
+        proc_cpu = CounterMetricFamily(
+            "xinference:replica_cpu_seconds", "CPU time of a replica's process (engine children included).", labels=r
+        )
+        proc_rss = GaugeMetricFamily(
+            "xinference:replica_memory_rss_bytes",
+            "Resident memory of a replica's process (engine children included).",
+            labels=r,
+        )
         for worker in self.workers:
             address = str(worker.get("address"))
             hw = worker.get("hardware") or {}
@@ -292,8 +336,10 @@ class _Snapshot:
                 family = families.get(name)
                 if family is None:
                     family = families[name] = GaugeMetricFamily(
-                        name, f"The engine's own counter {key!r} (Engine.stats()).",
-                        labels=["model_name", "engine", "replica"])
+                        name,
+                        f"The engine's own counter {key!r} (Engine.stats()).",
+                        labels=["model_name", "engine", "replica"],
+                    )
                 family.add_metric([model, engine, replica], value)
         yield from families.values()
 

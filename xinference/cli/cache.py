@@ -27,8 +27,18 @@ def cached(model_name: str | None, worker_ip: str | None, endpoint: str, api_key
         size = human_size(int(e.get("size_bytes") or 0))
         if e.get("partial_bytes"):
             size += f" ({human_size(int(e['partial_bytes']))} partial)"
-        rows.append([e["id"], e["hub"], e["repo_id"], e.get("revision"), ",".join(e.get("model_names") or []) or None,
-                     len(e.get("files") or []), size, e.get("worker")])
+        rows.append(
+            [
+                e["id"],
+                e["hub"],
+                e["repo_id"],
+                e.get("revision"),
+                ",".join(e.get("model_names") or []) or None,
+                len(e.get("files") or []),
+                size,
+                e.get("worker"),
+            ]
+        )
     click.echo(format_table(_CACHE_COLUMNS, rows))
 
 
@@ -46,8 +56,11 @@ def remove_cache(
         raise click.UsageError("give exactly one of --entry or --model-name")
     with client_session(endpoint, api_key) as client:
         if not yes:
-            found = [e for e in client.list_cached_models(model_name=model_name, worker_ip=worker_ip)
-                     if entry in (None, e["id"])]
+            found = [
+                e
+                for e in client.list_cached_models(model_name=model_name, worker_ip=worker_ip)
+                if entry in (None, e["id"])
+            ]
             if not found:
                 click.echo("Error: nothing in the cache matches", err=True)
                 sys.exit(1)

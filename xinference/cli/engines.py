@@ -26,8 +26,7 @@ _POLL_S = 1.0
 @click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding or rerank.")
 @connection_options
 @click.pass_context
-def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint: str,
-           api_key: str | None) -> None:
+def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint: str, api_key: str | None) -> None:
     """Which engines can run a model (-n MODEL), and the engines' own environments (install, uninstall, list)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -35,8 +34,10 @@ def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint
         raise click.UsageError("give -n MODEL, or a sub-command (list, install, uninstall)")
     with client_session(endpoint, api_key) as client:
         table = client.query_engines(model_name, model_type)
-    click.echo(format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"],
-                            _matrix_rows(table)))
+    click.echo(
+        format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"], _matrix_rows(table))
+    )
+
 
 @engine.command("list")
 @connection_options
@@ -44,19 +45,25 @@ def list_engines(endpoint: str, api_key: str | None) -> None:
     """Every engine and whether each worker can run it (or the command that installs it)."""
     with client_session(endpoint, api_key) as client:
         listing = client.list_engines()
-    rows = [[name, worker, "yes" if not reason else reason]
-            for name, workers in listing.items() for worker, reason in workers.items()]
+    rows = [
+        [name, worker, "yes" if not reason else reason]
+        for name, workers in listing.items()
+        for worker, reason in workers.items()
+    ]
     click.echo(format_table(["Engine", "Worker", "Available"], rows))
+
 
 @engine.command("install")
 @click.argument("name")
 @click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
 @click.option("--force", is_flag=True, default=False, help="Reinstall even when installed.")
-@click.option("--local", "local_only", is_flag=True, default=False,
-              help="Install on this machine directly, without a server.")
+@click.option(
+    "--local", "local_only", is_flag=True, default=False, help="Install on this machine directly, without a server."
+)
 @connection_options
-def install(name: str, worker_ip: str | None, force: bool, local_only: bool, endpoint: str,
-            api_key: str | None) -> None:
+def install(
+    name: str, worker_ip: str | None, force: bool, local_only: bool, endpoint: str, api_key: str | None
+) -> None:
     """Create NAME's environment (vLLM, SGLang, MLX ...) with the packages it needs on each worker's hardware."""
     if local_only:
         _install_here(name, force)
@@ -79,11 +86,13 @@ def install(name: str, worker_ip: str | None, force: bool, local_only: bool, end
     if failed:
         sys.exit(1)
 
+
 @engine.command("uninstall")
 @click.argument("name")
 @click.option("-w", "--worker-ip", default=None, help="Only on this worker. [default: every worker]")
-@click.option("--local", "local_only", is_flag=True, default=False,
-              help="Remove it from this machine directly, without a server.")
+@click.option(
+    "--local", "local_only", is_flag=True, default=False, help="Remove it from this machine directly, without a server."
+)
 @connection_options
 def uninstall(name: str, worker_ip: str | None, local_only: bool, endpoint: str, api_key: str | None) -> None:
     """Remove NAME's environment (models running on it must be terminated first)."""
@@ -97,8 +106,9 @@ def uninstall(name: str, worker_ip: str | None, local_only: bool, endpoint: str,
     with client_session(endpoint, api_key) as client:
         report = client.uninstall_engine(name, worker_ip=worker_ip)
     for status in report["workers"]:
-        click.echo(f"{status['worker']}: {report['engine']} "
-                   f"{'removed' if status.get('removed') else 'was not installed'}")
+        click.echo(
+            f"{status['worker']}: {report['engine']} {'removed' if status.get('removed') else 'was not installed'}"
+        )
 
 
 def _matrix_rows(table: dict[str, Any]) -> list[list[Any]]:
@@ -109,8 +119,16 @@ def _matrix_rows(table: dict[str, Any]) -> list[list[Any]]:
             continue
         for params in verdict:
             quantizations = ", ".join(str(q) for q in params.get("quantizations", []))
-            rows.append([name, params.get("model_format"), params.get("model_size_in_billions"), quantizations,
-                         params.get("model_hub"), None])
+            rows.append(
+                [
+                    name,
+                    params.get("model_format"),
+                    params.get("model_size_in_billions"),
+                    quantizations,
+                    params.get("model_hub"),
+                    None,
+                ]
+            )
     return rows
 
 
@@ -119,7 +137,7 @@ def _echo_progress(status: dict[str, Any], seen: dict[str, int]) -> None:
     stages that began and ended between two polls; ``seen`` counts the stages printed per worker."""
     stages = status.get("stages") or []
     worker = status["worker"]
-    for entry in stages[seen.get(worker, 0):]:
+    for entry in stages[seen.get(worker, 0) :]:
         click.echo(f"{worker}: [{entry['stage']}] {entry['message']}".rstrip()[:200])
     seen[worker] = len(stages)
 

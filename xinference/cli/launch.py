@@ -71,8 +71,12 @@ def _gpu_idx(value: Any) -> int | list[int]:
     "--n-gpu", default="auto", show_default=True, metavar="auto|none|N", callback=_n_gpu, help="GPUs per replica."
 )
 @click.option("--model-path", default=None, help="Absolute path of local weights on the worker (overrides the hub).")
-@click.option("--download-hub", type=click.Choice(["huggingface", "modelscope"]), default=None,
-              help="Hub to download from. [default: $XINFERENCE_MODEL_SRC, else huggingface]")
+@click.option(
+    "--download-hub",
+    type=click.Choice(["huggingface", "modelscope"]),
+    default=None,
+    help="Hub to download from. [default: $XINFERENCE_MODEL_SRC, else huggingface]",
+)
 @click.option("--persist", is_flag=True, default=False, help="Launch it again when the server restarts (autostart).")
 @connection_options
 @click.pass_context

@@ -21,9 +21,16 @@ __all__ = ["COMMANDS", "FOLLOW_INTERVAL_S", "follow_log"]
 FOLLOW_INTERVAL_S = 1.0
 
 
-def follow_log(client: Any, model_uid: str, replica: str | None, tail: int, follow: bool,
-               echo: Callable[[str], None], interval: float = FOLLOW_INTERVAL_S,
-               rounds: int | None = None) -> None:
+def follow_log(
+    client: Any,
+    model_uid: str,
+    replica: str | None,
+    tail: int,
+    follow: bool,
+    echo: Callable[[str], None],
+    interval: float = FOLLOW_INTERVAL_S,
+    rounds: int | None = None,
+) -> None:
     """Print the last ``tail`` lines, then (``follow``) what is written after them until interrupted or, when
     ``rounds`` is given, after that many further reads."""
     piece = client.get_model_logs(model_uid, replica=replica, tail=tail)
@@ -44,11 +51,16 @@ def follow_log(client: Any, model_uid: str, replica: str | None, tail: int, foll
 @click.argument("model_uid")
 @click.option("-f", "--follow", is_flag=True, default=False, help="Keep printing what the replica writes.")
 @click.option("-r", "--replica", default=None, help="Replica index (0, 1, ...) or uid. [default: the first]")
-@click.option("-n", "--tail", default=200, show_default=True, type=click.IntRange(0, 5000),
-              help="How many of the last lines to print first.")
+@click.option(
+    "-n",
+    "--tail",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0, 5000),
+    help="How many of the last lines to print first.",
+)
 @connection_options
-def logs(model_uid: str, follow: bool, replica: str | None, tail: int, endpoint: str,
-         api_key: str | None) -> None:
+def logs(model_uid: str, follow: bool, replica: str | None, tail: int, endpoint: str, api_key: str | None) -> None:
     """Print a model replica's log (engine output included), read on its worker; -f follows it."""
     with client_session(endpoint, api_key) as client:
         try:
@@ -87,8 +99,17 @@ def devices(endpoint: str, api_key: str | None) -> None:
         click.echo("no GPU on any worker")
         return
     gib = 2**30
-    rows = [[d["worker"], d["index"], d["name"], f"{d['memory_used_bytes'] / gib:.1f}",
-             f"{d['memory_total_bytes'] / gib:.1f}", ", ".join(d["models"]) or "-"] for d in found]
+    rows = [
+        [
+            d["worker"],
+            d["index"],
+            d["name"],
+            f"{d['memory_used_bytes'] / gib:.1f}",
+            f"{d['memory_total_bytes'] / gib:.1f}",
+            ", ".join(d["models"]) or "-",
+        ]
+        for d in found
+    ]
     click.echo(format_table(["Worker", "GPU", "Name", "Used GiB", "Total GiB", "Replicas"], rows))
 
 
@@ -98,9 +119,17 @@ def launch_history(endpoint: str, api_key: str | None) -> None:
     """Models launched on this server, newest first, and whether they come back after a restart."""
     with client_session(endpoint, api_key) as client:
         entries = client.get_launch_history()
-    rows = [[e["model_uid"], e.get("model_name") or "", e.get("model_engine") or "",
-             "yes" if e.get("autostart") else "no", e.get("status", ""),
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("launched_at") or 0))] for e in entries]
+    rows = [
+        [
+            e["model_uid"],
+            e.get("model_name") or "",
+            e.get("model_engine") or "",
+            "yes" if e.get("autostart") else "no",
+            e.get("status", ""),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(e.get("launched_at") or 0)),
+        ]
+        for e in entries
+    ]
     click.echo(format_table(["UID", "Name", "Engine", "Autostart", "Status", "Launched"], rows))
 
 

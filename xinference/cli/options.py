@@ -101,4 +101,3 @@ def parse_engine_options(args: Sequence[str]) -> dict[str, Any]:
             raise click.UsageError(f"engine option --{key} is given twice")
         options[key] = convert_option_value(value)
     return options
-

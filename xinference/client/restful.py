@@ -231,8 +231,9 @@ class Client:
         self, entry: str | None = None, model_name: str | None = None, worker_ip: str | None = None
     ) -> list[dict[str, Any]]:
         """Delete one cache entry (by id) or every entry of ``model_name``; returns what was removed."""
-        params = {k: v for k, v in {"entry": entry, "model_name": model_name, "worker_ip": worker_ip}.items()
-                  if v is not None}
+        params = {
+            k: v for k, v in {"entry": entry, "model_name": model_name, "worker_ip": worker_ip}.items() if v is not None
+        }
         body = self._request("DELETE", "/v1/cache/models", params=params)
         removed: list[dict[str, Any]] = body.get("removed", [])
         return removed
@@ -270,8 +271,9 @@ class Client:
         result: dict[str, dict[str, str]] = self._request("GET", "/v1/engines")
         return result
 
-    def install_engine(self, engine: str, worker_ip: str | None = None, force: bool = False,
-                       wait: bool = False) -> dict[str, Any]:
+    def install_engine(
+        self, engine: str, worker_ip: str | None = None, force: bool = False, wait: bool = False
+    ) -> dict[str, Any]:
         """Start installing ``engine``'s environment on the workers (``wait``: return when it has ended)."""
         body = {"worker_ip": worker_ip, "force": force, "wait": wait}
         result: dict[str, Any] = self._request("POST", f"/v1/engines/{engine}/install", json=body)
@@ -288,8 +290,9 @@ class Client:
         return result
 
     # -- operations: a replica's log, unload/load by hand, launch history, devices, metrics ----------------
-    def get_model_logs(self, model_uid: str, replica: str | None = None, tail: int = 200,
-                       since: int | None = None) -> dict[str, Any]:
+    def get_model_logs(
+        self, model_uid: str, replica: str | None = None, tail: int = 200, since: int | None = None
+    ) -> dict[str, Any]:
         """A bounded piece of a replica's log (``lines``, ``offset`` to pass back as ``since`` to follow it)."""
         params: dict[str, Any] = {"tail": tail}
         if replica is not None:
@@ -367,27 +370,38 @@ class Client:
 
     # -- plumbing --------------------------------------------------------------------------------------------
 
-    def embeddings(self, model_uid: str, input: str | list[str] | list[int] | list[list[int]], **params: Any
-                   ) -> dict[str, Any]:
+    def embeddings(
+        self, model_uid: str, input: str | list[str] | list[int] | list[list[int]], **params: Any
+    ) -> dict[str, Any]:
         """``POST /v1/embeddings`` (OpenAI shape: ``data[i].embedding``, ``usage``)."""
         result: dict[str, Any] = self._request(
             "POST", "/v1/embeddings", json={"model": model_uid, "input": input, **params}
         )
         return result
 
-    def rerank(self, model_uid: str, query: str, documents: list[str], top_n: int | None = None,
-               return_documents: bool = False, **params: Any) -> dict[str, Any]:
+    def rerank(
+        self,
+        model_uid: str,
+        query: str,
+        documents: list[str],
+        top_n: int | None = None,
+        return_documents: bool = False,
+        **params: Any,
+    ) -> dict[str, Any]:
         """``POST /v1/rerank``: documents ordered by relevance to ``query`` (``results[i].relevance_score``)."""
-        body = {"model": model_uid, "query": query, "documents": documents, "return_documents": return_documents,
-                **params}
+        body = {
+            "model": model_uid,
+            "query": query,
+            "documents": documents,
+            "return_documents": return_documents,
+            **params,
+        }
         if top_n is not None:
             body["top_n"] = top_n
         result: dict[str, Any] = self._request("POST", "/v1/rerank", json=body)
         return result
 
-    def _generate(
-        self, path: str, payload: dict[str, Any], stream: bool
-    ) -> dict[str, Any] | Iterator[dict[str, Any]]:
+    def _generate(self, path: str, payload: dict[str, Any], stream: bool) -> dict[str, Any] | Iterator[dict[str, Any]]:
         if not stream:
             result: dict[str, Any] = self._request("POST", path, json=payload)
             return result
@@ -407,7 +421,7 @@ class Client:
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue  # blank separators, comments, event names
-                    data = line[len("data:"):].strip()
+                    data = line[len("data:") :].strip()
                     if data == _DONE:
                         return
                     try:

@@ -41,8 +41,9 @@ class BackgroundTasks:
             return
         exc = task.exception()
         if exc is not None:
-            self._logger.warning("background task %s failed: %s: %s", task.get_name(), type(exc).__name__, exc,
-                                 exc_info=exc)
+            self._logger.warning(
+                "background task %s failed: %s: %s", task.get_name(), type(exc).__name__, exc, exc_info=exc
+            )
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -64,8 +65,9 @@ class FailureStreak:
     def failed(self, exc: BaseException) -> None:
         self.count += 1
         level = logging.WARNING if self.count == 2 else logging.DEBUG
-        self._logger.log(level, "%s failed (%d time(s) in a row): %s: %s", self._what, self.count,
-                         type(exc).__name__, exc)
+        self._logger.log(
+            level, "%s failed (%d time(s) in a row): %s: %s", self._what, self.count, type(exc).__name__, exc
+        )
 
     def succeeded(self) -> None:
         if self.count >= 2:

@@ -61,12 +61,23 @@ class EnvJobs:
         if recipe is None:
             installed = cls.check_lib()
             if installed:
-                raise InvalidRequest(f"{name} has no environment of its own: it runs from the platform's own "
-                                     f"installation, where it is installed", param="engine")
-            gpu = "an NVIDIA GPU" if hardware.cuda_available else "Apple silicon" if hardware.is_apple_silicon \
+                raise InvalidRequest(
+                    f"{name} has no environment of its own: it runs from the platform's own "
+                    f"installation, where it is installed",
+                    param="engine",
+                )
+            gpu = (
+                "an NVIDIA GPU"
+                if hardware.cuda_available
+                else "Apple silicon"
+                if hardware.is_apple_silicon
                 else "no GPU"
-            raise InvalidRequest(f"{name} cannot be installed on this worker: it has no build for "
-                                 f"{hardware.os} {hardware.arch} with {gpu}", param="engine")
+            )
+            raise InvalidRequest(
+                f"{name} cannot be installed on this worker: it has no build for "
+                f"{hardware.os} {hardware.arch} with {gpu}",
+                param="engine",
+            )
         return name, recipe
 
     def start(self, engine: str, force: bool = False) -> dict[str, Any]:

@@ -37,8 +37,11 @@ class ExitWatch:
             return code if isinstance(code, int) else None
         if not self._warned:
             self._warned = True
-            logger.warning("this xoscar's main pool has no sub_processes table; a replica's death is detected by "
-                           "its process id instead (exit codes may read %d)", UNKNOWN_EXIT)
+            logger.warning(
+                "this xoscar's main pool has no sub_processes table; a replica's death is detected by "
+                "its process id instead (exit codes may read %d)",
+                UNKNOWN_EXIT,
+            )
         return self._by_pid(pid)
 
     @staticmethod

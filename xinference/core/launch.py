@@ -93,8 +93,7 @@ def check_n_gpu(value: Any) -> int | str | None:
     """``n_gpu``: ``"auto"``, null (CPU only) or a number of GPUs per replica, 0 to :data:`MAX_GPUS`."""
     if value is None or value == "auto" or (_is_int(value) and 0 <= value <= MAX_GPUS):
         return value  # type: ignore[no-any-return]
-    raise ValueError(f"n_gpu is 'auto', null (CPU only) or a number of GPUs from 0 to {MAX_GPUS}, "
-                     f"not {_shown(value)}")
+    raise ValueError(f"n_gpu is 'auto', null (CPU only) or a number of GPUs from 0 to {MAX_GPUS}, not {_shown(value)}")
 
 
 def check_gpu_idx(value: Any) -> int | list[int] | None:
@@ -103,8 +102,9 @@ def check_gpu_idx(value: Any) -> int | list[int] | None:
         return None
     items = value if isinstance(value, list) else [value]
     if not items or len(items) > MAX_GPUS or not all(_is_int(i) and 0 <= i < MAX_GPUS for i in items):
-        raise ValueError(f"gpu_idx is a GPU index or a non-empty list of GPU indices (0 to {MAX_GPUS - 1}), "
-                         f"not {_shown(value)}")
+        raise ValueError(
+            f"gpu_idx is a GPU index or a non-empty list of GPU indices (0 to {MAX_GPUS - 1}), not {_shown(value)}"
+        )
     if len(set(items)) != len(items):
         raise ValueError(f"gpu_idx lists a GPU twice: {items}")
     return value  # type: ignore[no-any-return]
@@ -116,8 +116,9 @@ def check_keep_alive(value: Any) -> str | int | float | None:
     if value is None:
         return None
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ValueError(f"keep_alive is a duration like '10m', a number of seconds, or -1 (forever), "
-                         f"not {_shown(value)}")
+        raise ValueError(
+            f"keep_alive is a duration like '10m', a number of seconds, or -1 (forever), not {_shown(value)}"
+        )
     try:
         number = float(value)
     except ValueError:
@@ -131,8 +132,10 @@ def check_keep_alive(value: Any) -> str | int | float | None:
     except InvalidRequest as exc:
         raise ValueError(exc.message) from None
     if seconds is not None and seconds > MAX_KEEP_ALIVE_SECONDS:
-        raise ValueError(f"keep_alive {_shown(value)} is not a usable duration: at most "
-                         f"{int(MAX_KEEP_ALIVE_SECONDS)} s (10 years); -1 keeps the model loaded forever")
+        raise ValueError(
+            f"keep_alive {_shown(value)} is not a usable duration: at most "
+            f"{int(MAX_KEEP_ALIVE_SECONDS)} s (10 years); -1 keeps the model loaded forever"
+        )
     return value
 
 
@@ -210,8 +213,9 @@ def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
     Raises InvalidRequest naming ``param`` for anything else than a number or a duration like ``"10m"``.
     """
     if isinstance(value, bool) or value is None:
-        raise InvalidRequest(f"{param} must be a duration like '10m', a number of seconds, or -1 (forever)",
-                             param=param)
+        raise InvalidRequest(
+            f"{param} must be a duration like '10m', a number of seconds, or -1 (forever)", param=param
+        )
     if isinstance(value, (int, float)):
         if value < 0:
             return FOREVER
@@ -226,7 +230,9 @@ def parse_keep_alive(value: Any, param: str = "keep_alive") -> float | None:
         if not body or "".join(n + u for n, u in pieces) != body:
             raise InvalidRequest(
                 f"{param} {str(value)[:40]!r} is not a duration: use e.g. '30s', '10m', '1h30m', a number of "
-                "seconds, 0 (unload after the current requests) or -1 (forever)", param=param) from None
+                "seconds, 0 (unload after the current requests) or -1 (forever)",
+                param=param,
+            ) from None
         seconds = sum(float(n) * _UNITS[u] for n, u in pieces)
     return FOREVER if negative else _bounded(seconds, value, param)
 
@@ -243,8 +249,9 @@ def _bounded(seconds: float, given: Any, param: str) -> float:
     except OverflowError:
         number = math.inf
     if not math.isfinite(number) or number > MAX_KEEP_ALIVE_SECONDS:
-        raise InvalidRequest(f"{param} {str(given)[:40]!r} is out of range: at most ten years, or -1 (forever)",
-                             param=param)
+        raise InvalidRequest(
+            f"{param} {str(given)[:40]!r} is out of range: at most ten years, or -1 (forever)", param=param
+        )
     return number
 
 
@@ -261,6 +268,7 @@ def describe_keep_alive(seconds: float | None) -> str:
 DEFAULT_SLOTS = 8
 #: Engine options that say how many requests one replica serves at once, in the order they are looked for.
 _SLOT_KEYS = ("n_parallel", "max_num_seqs", "max_running_requests", "max_batch_size")
+
 
 def slots_of(engine_config: dict[str, Any]) -> int:
     """Requests one replica serves at once, from its resolved engine options (``DEFAULT_SLOTS`` when unstated)."""

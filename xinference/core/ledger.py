@@ -42,8 +42,15 @@ class Booking:
     state: BookingState = "loading"
 
     def info(self) -> dict[str, Any]:
-        return {"replica_uid": self.replica_uid, "model_uid": self.model_uid, "launch_id": self.launch_id,
-                "worker": self.worker, "gpu_indices": list(self.gpus), "bytes": self.nbytes, "state": self.state}
+        return {
+            "replica_uid": self.replica_uid,
+            "model_uid": self.model_uid,
+            "launch_id": self.launch_id,
+            "worker": self.worker,
+            "gpu_indices": list(self.gpus),
+            "bytes": self.nbytes,
+            "state": self.state,
+        }
 
 
 class Ledger:
@@ -66,8 +73,16 @@ class Ledger:
     def get(self, replica_uid: str) -> Booking | None:
         return self._bookings.get(replica_uid)
 
-    def book(self, replica_uid: str, model_uid: str, launch_id: str, worker: str, gpus: Iterable[int], nbytes: int,
-             state: BookingState = "loading") -> Booking:
+    def book(
+        self,
+        replica_uid: str,
+        model_uid: str,
+        launch_id: str,
+        worker: str,
+        gpus: Iterable[int],
+        nbytes: int,
+        state: BookingState = "loading",
+    ) -> Booking:
         """Hold ``gpus`` of ``worker`` and ``nbytes`` for ``replica_uid``; LedgerConflict when the replica is booked
         already or a GPU is held by another replica."""
         if replica_uid in self._bookings:

@@ -49,9 +49,12 @@ class _Rate:
         speed = self.speed()
         left = max((self.total or 0) - self.done, 0)
         eta = left / speed if speed and moving and self.total else None
-        return {"done_bytes": self.done, "total_bytes": self.total,
-                "bytes_per_second": round(speed, 1) if speed else None,
-                "eta_seconds": round(eta, 1) if eta is not None else None}
+        return {
+            "done_bytes": self.done,
+            "total_bytes": self.total,
+            "bytes_per_second": round(speed, 1) if speed else None,
+            "eta_seconds": round(eta, 1) if eta is not None else None,
+        }
 
 
 class LoadProgress:

@@ -51,5 +51,10 @@ def read_log(path: Path, tail: int = DEFAULT_TAIL_LINES, since: int | None = Non
     truncated = cut_partial
     if len(lines) > tail:
         lines, truncated = lines[-tail:] if tail else [], True
-    return {"lines": [scrub_paths(line) for line in lines], "offset": offset, "size": size,
-            "truncated": truncated, "reset": reset}
+    return {
+        "lines": [scrub_paths(line) for line in lines],
+        "offset": offset,
+        "size": size,
+        "truncated": truncated,
+        "reset": reset,
+    }

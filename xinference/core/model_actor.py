@@ -181,16 +181,23 @@ class ModelActor(xo.StatelessActor):
         spec = ModelSpec.model_validate(plan.spec)
         engine_cls = get_engine_class(plan.model_engine)
         path = await asyncio.to_thread(
-            resolve_model_path, spec, plan.quantization, self._on_download, self._load_cancel,
-            download_hub=plan.download_hub, model_path=plan.model_path, model_name=family.model_name,
+            resolve_model_path,
+            spec,
+            plan.quantization,
+            self._on_download,
+            self._load_cancel,
+            download_hub=plan.download_hub,
+            model_path=plan.model_path,
+            model_name=family.model_name,
             file_progress=self._load_status.update_file,
         )
         engine_config = dict(plan.engine_config)
         if plan.draft is not None:
             from xinference.model.draft import attach_draft
 
-            draft = await asyncio.to_thread(attach_draft, plan.draft, self._on_download, self._load_cancel,
-                                            plan.download_hub)
+            draft = await asyncio.to_thread(
+                attach_draft, plan.draft, self._on_download, self._load_cancel, plan.download_hub
+            )
             engine_config["draft"] = draft.model_dump()
         if self._load_cancel.is_set():
             raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
@@ -517,8 +524,9 @@ class ModelActor(xo.StatelessActor):
                 if entry.pulling or idle <= self._stale_seconds:
                     continue
                 logger.warning("ending stream %s: not pulled for %.0fs", stream_id, idle)
-                error = RequestInterrupted(f"stream {stream_id} of model {self._plan.model_uid!r} was not read for "
-                                           f"{idle:.0f} s and was ended")
+                error = RequestInterrupted(
+                    f"stream {stream_id} of model {self._plan.model_uid!r} was not read for {idle:.0f} s and was ended"
+                )
                 self._streams.pop(stream_id, None)
                 entry.stream.cancel(error)
                 self._remember(stream_id, error)

@@ -63,8 +63,10 @@ def worker_views(
     for address, indices in held:
         counts[address] = counts.get(address, 0) + 1
         gpus.setdefault(address, set()).update(indices)
-    return [WorkerView(address, hardware, counts.get(address, 0), set(gpus.get(address, ())))
-            for address, hardware in workers]
+    return [
+        WorkerView(address, hardware, counts.get(address, 0), set(gpus.get(address, ())))
+        for address, hardware in workers
+    ]
 
 
 def parse_gpu_idx(value: object) -> tuple[int, ...] | None:
@@ -72,8 +74,10 @@ def parse_gpu_idx(value: object) -> tuple[int, ...] | None:
     if value is None:
         return None
     items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(items, list) or not items or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in items
+    if (
+        not isinstance(items, list)
+        or not items
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in items)
     ):
         raise InvalidRequest("gpu_idx must be a GPU index or a non-empty list of GPU indices", param="gpu_idx")
     if len(set(items)) != len(items):
@@ -135,9 +139,7 @@ def place_replicas(
     views = {w.address: WorkerView(w.address, w.hardware, w.replicas, set(w.gpus_in_use)) for w in candidates}
     placements = []
     for _ in range(replicas):
-        ranked = sorted(
-            views.values(), key=lambda w: (w.replicas, -w.hardware.ram_free_bytes, w.address)
-        )
+        ranked = sorted(views.values(), key=lambda w: (w.replicas, -w.hardware.ram_free_bytes, w.address))
         errors = []
         for view in ranked:
             try:

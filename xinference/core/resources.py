@@ -45,12 +45,19 @@ def _gpu_utilization() -> list[dict[str, Any]]:
 def machine_usage(replicas: dict[str, tuple[str, int | None]]) -> dict[str, Any]:
     """CPU use of the machine since the previous call (0-1), and each replica's process tree: ``replicas`` maps
     a replica uid to (model uid, pid)."""
-    report: dict[str, Any] = {"cpu_utilization": psutil.cpu_percent(interval=None) / 100.0,
-                              "gpus": _gpu_utilization(), "replicas": {}}
+    report: dict[str, Any] = {
+        "cpu_utilization": psutil.cpu_percent(interval=None) / 100.0,
+        "gpus": _gpu_utilization(),
+        "replicas": {},
+    }
     for replica_uid, (model_uid, pid) in replicas.items():
         if pid is None:
             continue
         cpu, rss = _process_tree(pid)
-        report["replicas"][replica_uid] = {"model_uid": model_uid, "pid": pid, "cpu_seconds": round(cpu, 3),
-                                           "rss_bytes": rss}
+        report["replicas"][replica_uid] = {
+            "model_uid": model_uid,
+            "pid": pid,
+            "cpu_seconds": round(cpu, 3),
+            "rss_bytes": rss,
+        }
     return report

@@ -67,8 +67,12 @@ class _Replica:
 
     def report(self) -> dict[str, Any]:
         """What the supervisor needs to (re)adopt this replica (the plan as a dict: the supervisor reads it so)."""
-        return {"plan": self.plan.to_dict(), "address": self.address, "pid": self.facts.get("pid"),
-                "engine_config": self.facts.get("engine_config", {})}
+        return {
+            "plan": self.plan.to_dict(),
+            "address": self.address,
+            "pid": self.facts.get("pid"),
+            "engine_config": self.facts.get("engine_config", {}),
+        }
 
     @property
     def has_health_check(self) -> bool:
@@ -163,10 +167,13 @@ class WorkerActor(xo.StatelessActor):
             try:
                 hardware = await self.hardware()
                 if not await supervisor.heartbeat(self.address, hardware):
-                    logger.info("the supervisor does not know this worker (restarted, or declared this worker gone): "
-                                "registering again")
-                    await self._register([r.report() for r in self._replicas.values()
-                                          if not r.restarting and r.facts], hardware)
+                    logger.info(
+                        "the supervisor does not know this worker (restarted, or declared this worker gone): "
+                        "registering again"
+                    )
+                    await self._register(
+                        [r.report() for r in self._replicas.values() if not r.restarting and r.facts], hardware
+                    )
             except Exception as exc:  # noqa: BLE001 - the supervisor may be down: keep serving, retry next beat
                 self._heartbeats.failed(exc)  # a lasting outage is one WARNING, not one per beat
             else:
@@ -192,11 +199,13 @@ class WorkerActor(xo.StatelessActor):
         return {**self._envs.status(engine), "worker": self.address}
 
     async def uninstall_engine(self, engine: str) -> dict[str, Any]:
-        in_use = [r.replica_uid for r in self._replicas.values()
-                  if r.plan.model_engine.lower() == engine.strip().lower()]
+        in_use = [
+            r.replica_uid for r in self._replicas.values() if r.plan.model_engine.lower() == engine.strip().lower()
+        ]
         if in_use:
-            raise InvalidRequest(f"{engine} serves {', '.join(in_use)} on this worker; terminate them first",
-                                 param="engine")
+            raise InvalidRequest(
+                f"{engine} serves {', '.join(in_use)} on this worker; terminate them first", param="engine"
+            )
         removed = await self._envs.remove(engine)
         return {**self._envs.status(engine), "removed": removed, "worker": self.address}
 
@@ -210,14 +219,20 @@ class WorkerActor(xo.StatelessActor):
         replica_uid = plan.replica_uid
         model_path = plan.model_path
         if model_path and not await asyncio.to_thread(os.path.exists, model_path):
-            raise InvalidRequest(f"model_path {model_path!r} does not exist on worker {self.address}",
-                                 param="model_path")
+            raise InvalidRequest(
+                f"model_path {model_path!r} does not exist on worker {self.address}", param="model_path"
+            )
         plan = dataclasses.replace(plan, hardware=plan.hardware or await self.hardware())
         async with self._lock:
             if replica_uid in self._replicas:
                 raise LaunchFailed(f"replica {replica_uid!r} is already running on this worker")
-            replica = _Replica(replica_uid, "", settings.model_logs_dir() / f"{replica_uid}.log", plan,
-                               engine=_engine_class(plan.model_engine))
+            replica = _Replica(
+                replica_uid,
+                "",
+                settings.model_logs_dir() / f"{replica_uid}.log",
+                plan,
+                engine=_engine_class(plan.model_engine),
+            )
             self._replicas[replica_uid] = replica
         try:
             await self._spawn(replica)
@@ -231,8 +246,7 @@ class WorkerActor(xo.StatelessActor):
     def _subprocess_env(self, plan: LaunchPlan) -> dict[str, str]:
         env = {LOG_ENV: "", "CUDA_VISIBLE_DEVICES": ""}
         gpus = {g["index"]: g for g in plan.hardware.get("gpus", [])}
-        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.gpu_indices
-                  if i in gpus]
+        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.gpu_indices if i in gpus]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
         return env
 
@@ -242,15 +256,18 @@ class WorkerActor(xo.StatelessActor):
         python, engine_env = self._engine_process(replica.engine, replica.plan)
         env = {**self._subprocess_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
         address = await self._pool.append_sub_pool(
-            label=f"model:{replica.replica_uid}", env=env, modules=["xinference.core.xoscar_setup"],
+            label=f"model:{replica.replica_uid}",
+            env=env,
+            modules=["xinference.core.xoscar_setup"],
             start_python=python,
         )
         replica.address = address
         try:
             # a cancel that came while the process started (it could not reach a model actor yet) stops it here
             self._raise_if_cancelled(replica)
-            ref: ReplicaRef = await xo.create_actor(ModelActor, replica.plan, address=address,
-                                                    uid=ModelActor.default_uid())
+            ref: ReplicaRef = await xo.create_actor(
+                ModelActor, replica.plan, address=address, uid=ModelActor.default_uid()
+            )
             self._raise_if_cancelled(replica)
             replica.facts = await ref.load()
             replica.serving_since = asyncio.get_running_loop().time()
@@ -332,10 +349,15 @@ class WorkerActor(xo.StatelessActor):
         message = self._with_log(what, replica.log_path)
         logger.warning("replica %s died (%s)", replica.replica_uid, what)
         model_uid = replica.plan.model_uid
-        await self._tell_supervisor(lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid,
-                                                                                 message))
-        await self._remove_process(replica, None if reason is None else
-                                   f"replica {replica.replica_uid} is restarting after a failed health check: {reason}")
+        await self._tell_supervisor(
+            lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid, message)
+        )
+        await self._remove_process(
+            replica,
+            None
+            if reason is None
+            else f"replica {replica.replica_uid} is restarting after a failed health check: {reason}",
+        )
         served = asyncio.get_running_loop().time() - replica.serving_since
         if replica.serving_since and served >= RESTART_BUDGET_RESET_S:
             replica.restarts = 0  # it served a while: this death is not part of a crash loop
@@ -356,8 +378,9 @@ class WorkerActor(xo.StatelessActor):
             return
         self._replicas.pop(replica.replica_uid, None)
         gave_up = f"gave up after {replica.restarts} restart(s)"
-        await self._tell_supervisor(lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid,
-                                                                                 gave_up, True))
+        await self._tell_supervisor(
+            lambda supervisor: supervisor.replica_failed(model_uid, replica.replica_uid, gave_up, True)
+        )
 
     async def _report_restarted(self, replica: _Replica) -> dict[str, Any] | None:
         """Tell the supervisor a dead replica serves again; its answer says whether it is still wanted."""
@@ -392,8 +415,14 @@ class WorkerActor(xo.StatelessActor):
         replica = self._replicas.get(replica_uid)
         if replica is None:
             raise ModelNotFound(f"replica {replica_uid!r} is not on this worker")
-        status: dict[str, Any] = {"stage": "starting the model process", "done_bytes": 0, "total_bytes": 0,
-                                  "bytes_per_second": None, "eta_seconds": None, "progress": 0.0}
+        status: dict[str, Any] = {
+            "stage": "starting the model process",
+            "done_bytes": 0,
+            "total_bytes": 0,
+            "bytes_per_second": None,
+            "eta_seconds": None,
+            "progress": 0.0,
+        }
         if replica.address:
             try:
                 status = await (await self._model_ref(replica.address)).load_status()
@@ -454,8 +483,10 @@ class WorkerActor(xo.StatelessActor):
         """Stop every replica and leave the cluster (orderly shutdown)."""
         self._stopping = True
         self._tasks.cancel_all()
-        await asyncio.gather(*(self._discard(uid, f"the worker of replica {uid} is shutting down")
-                               for uid in list(self._replicas)), return_exceptions=True)
+        await asyncio.gather(
+            *(self._discard(uid, f"the worker of replica {uid} is shutting down") for uid in list(self._replicas)),
+            return_exceptions=True,
+        )
         if self._supervisor is not None and self._supervisor_address != self.address:
             try:
                 await asyncio.wait_for(self._supervisor.remove_worker(self.address), timeout=5)

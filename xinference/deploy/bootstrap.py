@@ -76,6 +76,7 @@ async def wait_for_signal() -> int:
     """Block until SIGINT or SIGTERM; returns the signal number."""
     loop = asyncio.get_running_loop()
     received: asyncio.Future[int] = loop.create_future()
+
     def on_signal(sig: int) -> None:
         if not received.done():
             received.set_result(sig)

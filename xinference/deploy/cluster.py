@@ -74,8 +74,13 @@ async def run_worker(supervisor_address: str, host: str, port: int) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--host", "-H", default=settings.DEFAULT_HOST, show_default=True,
-              help="Address the API and the supervisor's actor port bind to.")
+@click.option(
+    "--host",
+    "-H",
+    default=settings.DEFAULT_HOST,
+    show_default=True,
+    help="Address the API and the supervisor's actor port bind to.",
+)
 @click.option("--port", "-p", default=settings.DEFAULT_PORT, show_default=True, type=int, help="API port.")
 @click.option("--supervisor-port", default=0, type=int, help="Actor port of the supervisor (0: any free port).")
 @click.option("--log-level", default="info", show_default=True, type=_LOG_LEVELS)
@@ -87,8 +92,13 @@ def supervisor_main(host: str, port: int, supervisor_port: int, log_level: str) 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--endpoint", "-e", required=True, help="The supervisor's API, e.g. http://10.0.0.1:9997.")
-@click.option("--host", "-H", default=settings.DEFAULT_HOST, show_default=True,
-              help="Address this worker's actor port binds to (reachable by the supervisor).")
+@click.option(
+    "--host",
+    "-H",
+    default=settings.DEFAULT_HOST,
+    show_default=True,
+    help="Address this worker's actor port binds to (reachable by the supervisor).",
+)
 @click.option("--worker-port", default=0, type=int, help="Actor port of this worker (0: any free port).")
 @click.option("--api-key", envvar="XINFERENCE_API_KEY", default=None, help="Key, when the API requires one.")
 @click.option("--log-level", default="info", show_default=True, type=_LOG_LEVELS)

@@ -40,8 +40,9 @@ async def run_local(
     worker: WorkerRef | None = None
     try:
         # autostart grace 0: this worker starts with the supervisor, so no worker can bring models back to adopt
-        supervisor: SupervisorRef = await xo.create_actor(SupervisorActor, 0.0, address=address,
-                                                          uid=SupervisorActor.default_uid())
+        supervisor: SupervisorRef = await xo.create_actor(
+            SupervisorActor, 0.0, address=address, uid=SupervisorActor.default_uid()
+        )
         worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
         _, serving = await serve_api(address, host, port, log_level)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)
@@ -64,9 +65,7 @@ async def _launch_default(supervisor: SupervisorRef, model_name: str) -> None:
     except Exception as exc:  # noqa: BLE001 - a failed auto-launch leaves the server up, with the reason logged
         logger.error("could not launch %s: %s", model_name, exc)
         return
-    logger.info(
-        "model %s ready (%s) in %.2fs", info["model_uid"], info["model_engine"], time.monotonic() - started
-    )
+    logger.info("model %s ready (%s) in %.2fs", info["model_uid"], info["model_engine"], time.monotonic() - started)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -194,8 +194,9 @@ class ChunkStream:
                 await waiter
 
 
-async def wait_any(streams: Iterable[ChunkStream], timeout: float | None = None,
-                   waiter: asyncio.Future[None] | None = None) -> None:
+async def wait_any(
+    streams: Iterable[ChunkStream], timeout: float | None = None, waiter: asyncio.Future[None] | None = None
+) -> None:
     """Return once at least one of ``streams`` has chunks or has ended, or after ``timeout`` seconds, or when
     ``waiter`` (a future of the caller's, which it may resolve itself to stop the wait early) is resolved.
 
@@ -311,17 +312,28 @@ class Engine(abc.ABC):
         return None
 
     @classmethod
-    def estimate_memory(cls, family: ModelFamily, spec: ModelSpec, quantization: str,
-                        engine_kwargs: dict[str, Any], hardware: HardwareInfo) -> MemoryEstimate:
+    def estimate_memory(
+        cls,
+        family: ModelFamily,
+        spec: ModelSpec,
+        quantization: str,
+        engine_kwargs: dict[str, Any],
+        hardware: HardwareInfo,
+    ) -> MemoryEstimate:
         """What one replica will take (weights + KV cache + runtime), checked against the worker's free memory
         before anything starts. The default sizes the KV cache from the context the launch asks for through
         ``context_option``; engines that reserve memory their own way (vLLM) override it."""
         from xinference.engines.memory import estimate_memory, launch_context, local_weights_bytes
 
         options = (cls.context_option,) if cls.context_option else ()
-        return estimate_memory(family, spec, quantization, launch_context(family, engine_kwargs, options),
-                               on_gpu=hardware.cuda_available,
-                               weights_bytes=local_weights_bytes(spec, quantization))
+        return estimate_memory(
+            family,
+            spec,
+            quantization,
+            launch_context(family, engine_kwargs, options),
+            on_gpu=hardware.cuda_available,
+            weights_bytes=local_weights_bytes(spec, quantization),
+        )
 
     @classmethod
     def parse_config(cls, kwargs: dict[str, Any]) -> BaseModel:

@@ -84,8 +84,9 @@ class GrammarTokenizer:
     def from_file(cls, tokenizer_json: str, vocab_size: int, stop_token_ids: list[int]) -> GrammarTokenizer:
         """From a ``tokenizer.json`` file, without transformers (for engines whose environment lacks it)."""
         llg = _llguidance()
-        return cls(llg.LLTokenizer(tokenizer_json, n_vocab=vocab_size, eos_token=sorted(stop_token_ids) or None),
-                   vocab_size)
+        return cls(
+            llg.LLTokenizer(tokenizer_json, n_vocab=vocab_size, eos_token=sorted(stop_token_ids) or None), vocab_size
+        )
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,7 @@ class Constraint:
         llg = _llguidance()
         inner = llg.LLMatcher(tokenizer.inner, self.grammar, log_level=0)
         if inner.is_error():
-            raise InvalidRequest(f"{self.param} cannot be enforced: {_first_line(inner.get_error())}",
-                                 param=self.param)
+            raise InvalidRequest(f"{self.param} cannot be enforced: {_first_line(inner.get_error())}", param=self.param)
         return GrammarMatcher(inner)
 
 
@@ -193,20 +193,22 @@ def forced_tool_schema(tools: list[Any], name: str | None, argument_key: str = "
     if name is not None:
         functions = [f for f in functions if f["name"] == name]
         if not functions:
-            raise InvalidRequest(f"tool_choice names the function {name!r}, which is not in tools",
-                                 param="tool_choice")
+            raise InvalidRequest(f"tool_choice names the function {name!r}, which is not in tools", param="tool_choice")
     options = []
     for function in functions:
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(parameters, dict):
-            raise InvalidRequest(f"the parameters of tool {function['name']!r} must be a JSON schema object",
-                                 param="tools")
-        options.append({
-            "type": "object",
-            "properties": {"name": {"const": function["name"]}, argument_key: parameters},
-            "required": ["name", argument_key],
-            "additionalProperties": False,
-        })
+            raise InvalidRequest(
+                f"the parameters of tool {function['name']!r} must be a JSON schema object", param="tools"
+            )
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": function["name"]}, argument_key: parameters},
+                "required": ["name", argument_key],
+                "additionalProperties": False,
+            }
+        )
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
@@ -219,13 +221,15 @@ def forced_tool_choice(tool_choice: Any) -> tuple[bool, str | None]:
         function = tool_choice.get("function")
         name = function.get("name") if isinstance(function, dict) else None
         if tool_choice.get("type") != "function" or not isinstance(name, str):
-            raise InvalidRequest('a named tool_choice is {"type": "function", "function": {"name": ...}}',
-                                 param="tool_choice")
+            raise InvalidRequest(
+                'a named tool_choice is {"type": "function", "function": {"name": ...}}', param="tool_choice"
+            )
         return True, name
     if tool_choice in (None, "auto", "none"):
         return False, None
-    raise InvalidRequest(f"tool_choice must be none, auto, required or a named function, not {tool_choice!r}",
-                         param="tool_choice")
+    raise InvalidRequest(
+        f"tool_choice must be none, auto, required or a named function, not {tool_choice!r}", param="tool_choice"
+    )
 
 
 def _response_format_schema(response_format: Any) -> tuple[str, dict[str, Any]] | None:
@@ -242,11 +246,13 @@ def _response_format_schema(response_format: Any) -> tuple[str, dict[str, Any]] 
         spec = response_format.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, dict) else None
         if not isinstance(schema, dict):
-            raise InvalidRequest("response_format.json_schema.schema must be a JSON schema object",
-                                 param="response_format")
+            raise InvalidRequest(
+                "response_format.json_schema.schema must be a JSON schema object", param="response_format"
+            )
         return "json_schema", schema
-    raise InvalidRequest(f"response_format type {kind!r} is not one of text, json_object, json_schema",
-                         param="response_format")
+    raise InvalidRequest(
+        f"response_format type {kind!r} is not one of text, json_object, json_schema", param="response_format"
+    )
 
 
 def constraint_for(request: dict[str, Any], tool_format: ToolCallFormat | None = None) -> Constraint | None:
@@ -268,8 +274,10 @@ def constraint_for(request: dict[str, Any], tool_format: ToolCallFormat | None =
         if call_format.call_prefix:
             llg = _llguidance()
             body = json.loads(call)["grammars"][0]["json_schema"]
-            lark = (f"start: {json.dumps(call_format.call_prefix)} call {json.dumps(call_format.call_suffix)}\n"
-                    f"call: %json {json.dumps(body)}\n")
+            lark = (
+                f"start: {json.dumps(call_format.call_prefix)} call {json.dumps(call_format.call_suffix)}\n"
+                f"call: %json {json.dumps(body)}\n"
+            )
             call = str(llg.LLMatcher.grammar_from_lark(lark))
         return _checked(Constraint("tool_call", call, call_format, param="tool_choice"))
     if fmt is None:
@@ -283,6 +291,7 @@ def _checked(constraint: Constraint) -> Constraint:
     llg = _llguidance()
     is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(constraint.grammar)
     if is_error:
-        raise InvalidRequest(f"{constraint.param} cannot be enforced: {_first_line(messages[0])}",
-                             param=constraint.param)
+        raise InvalidRequest(
+            f"{constraint.param} cannot be enforced: {_first_line(messages[0])}", param=constraint.param
+        )
     return constraint

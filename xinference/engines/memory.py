@@ -57,9 +57,26 @@ CONTEXT_OPTIONS = ("n_ctx", "max_model_len", "context_length")
 
 #: Bits per weight of GGUF quantizations (llama.cpp's averages, block scales included).
 _GGUF_BITS: dict[str, float] = {
-    "Q2_K": 2.63, "Q3_K_S": 3.5, "Q3_K_M": 3.91, "Q3_K_L": 4.27, "IQ4_XS": 4.25, "IQ4_NL": 4.5,
-    "Q4_0": 4.5, "Q4_1": 5.0, "Q4_K_S": 4.58, "Q4_K_M": 4.85, "Q5_0": 5.5, "Q5_1": 6.0, "Q5_K_S": 5.54,
-    "Q5_K_M": 5.69, "Q6_K": 6.56, "Q8_0": 8.5, "F16": 16.0, "BF16": 16.0, "FP16": 16.0, "F32": 32.0,
+    "Q2_K": 2.63,
+    "Q3_K_S": 3.5,
+    "Q3_K_M": 3.91,
+    "Q3_K_L": 4.27,
+    "IQ4_XS": 4.25,
+    "IQ4_NL": 4.5,
+    "Q4_0": 4.5,
+    "Q4_1": 5.0,
+    "Q4_K_S": 4.58,
+    "Q4_K_M": 4.85,
+    "Q5_0": 5.5,
+    "Q5_1": 6.0,
+    "Q5_K_S": 5.54,
+    "Q5_K_M": 5.69,
+    "Q6_K": 6.56,
+    "Q8_0": 8.5,
+    "F16": 16.0,
+    "BF16": 16.0,
+    "FP16": 16.0,
+    "F32": 32.0,
 }
 _RUNTIME_OVERHEAD = {"cpu": int(0.25 * GIB), "gpu": int(1.0 * GIB)}
 
@@ -107,8 +124,9 @@ def kv_bytes_per_token(billions: float) -> int:
     return int(36 * 1024 * max(billions, 0.05) ** 0.6)
 
 
-def launch_context(family: ModelFamily, engine_kwargs: dict[str, Any],
-                   options: tuple[str, ...] = CONTEXT_OPTIONS) -> int:
+def launch_context(
+    family: ModelFamily, engine_kwargs: dict[str, Any], options: tuple[str, ...] = CONTEXT_OPTIONS
+) -> int:
     """The context the launch will allocate: an explicit option (one of ``options``, the engine's own name for it),
     else the model's own capped at 8192."""
     for name in options:
@@ -161,8 +179,7 @@ def estimate_memory(
     )
 
 
-def available_memory(hardware: HardwareInfo, model_format: str, spills_to_ram: bool | None = None
-                     ) -> tuple[int, str]:
+def available_memory(hardware: HardwareInfo, model_format: str, spills_to_ram: bool | None = None) -> tuple[int, str]:
     """(free bytes that count for this launch, what they are: ``RAM``, ``VRAM`` or ``VRAM + RAM``).
 
     ``spills_to_ram``: the engine keeps what does not fit in VRAM in RAM (llama.cpp); when not given, GGUF weights

@@ -67,9 +67,7 @@ def resolve_engine_name(name: str) -> str:
     for known in _ENGINES:
         if known.lower() == name.strip().lower():
             return known
-    raise InvalidRequest(
-        f"unknown engine {name!r}; this platform has: {', '.join(_ENGINES)}", param="model_engine"
-    )
+    raise InvalidRequest(f"unknown engine {name!r}; this platform has: {', '.join(_ENGINES)}", param="model_engine")
 
 
 def get_engine_class(name: str) -> type[Engine]:

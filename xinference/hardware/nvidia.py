@@ -391,8 +391,9 @@ class _NvmlProbe:
     def _read_utilization(session: _NvmlSession) -> dict[int, float]:
         busy: dict[int, float] = {}
         for device in session.devices:
-            rates = _nvml_try(f"utilization of GPU {device.index}", session.pynvml.nvmlDeviceGetUtilizationRates,
-                              device.handle)
+            rates = _nvml_try(
+                f"utilization of GPU {device.index}", session.pynvml.nvmlDeviceGetUtilizationRates, device.handle
+            )
             if rates is not None:
                 busy[device.index] = min(1.0, max(0.0, float(rates.gpu) / 100.0))
         return busy

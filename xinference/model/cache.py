@@ -73,9 +73,21 @@ def list_entries(model_name: str | None = None) -> list[dict[str, Any]]:
     bundled = root / "bundled"
     for package in sorted(p for p in bundled.glob("*") if p.is_dir()) if bundled.is_dir() else ():
         size, files, partial = _size_and_files(package)
-        entries.append({"id": f"bundled/{package.name}", "hub": "bundled", "repo_id": package.name,
-                        "revision": None, "commit": None, "model_names": [], "files": files, "size_bytes": size,
-                        "partial_bytes": partial, "updated": None, "path": str(package)})
+        entries.append(
+            {
+                "id": f"bundled/{package.name}",
+                "hub": "bundled",
+                "repo_id": package.name,
+                "revision": None,
+                "commit": None,
+                "model_names": [],
+                "files": files,
+                "size_bytes": size,
+                "partial_bytes": partial,
+                "updated": None,
+                "path": str(package),
+            }
+        )
     if model_name is not None:
         entries = [e for e in entries if model_name in e["model_names"]]
     return entries
@@ -85,10 +97,15 @@ def _entry_folder(entry_id: str) -> Path:
     """The folder of an entry id, checked to be an entry strictly inside the cache root."""
     parts = entry_id.strip("/").split("/")
     depth = 2 if parts[0] == "bundled" else 3
-    if "\0" in entry_id or len(parts) != depth or parts[0] not in (*HUBS, "bundled") \
-            or any(p in ("", ".", "..") for p in parts):
-        raise InvalidRequest(f"invalid cache entry id {entry_id[:200]!r}; `xinference cached` lists the ids",
-                             param="entry")
+    if (
+        "\0" in entry_id
+        or len(parts) != depth
+        or parts[0] not in (*HUBS, "bundled")
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise InvalidRequest(
+            f"invalid cache entry id {entry_id[:200]!r}; `xinference cached` lists the ids", param="entry"
+        )
     root = settings.cache_dir().resolve()
     folder = root.joinpath(*parts).resolve()
     if folder.parent == root or not folder.is_relative_to(root) or len(folder.relative_to(root).parts) != depth:

@@ -72,8 +72,15 @@ _DROPPED_FAMILY = ("is_builtin",)
 #: Spec fields of Xinference's JSON kept as given
 _KEPT_SPEC = ("activated_size_in_billions", "model_file_name_split_template", "quantization_parts", "model_engine")
 #: Family fields copied from the built-in family ``model_family`` names when the registration leaves them out
-_INHERITED = ("chat_template", "stop", "stop_token_ids", "tool_call_format", "reasoning_start_tag",
-              "reasoning_end_tag", "architectures")
+_INHERITED = (
+    "chat_template",
+    "stop",
+    "stop_token_ids",
+    "tool_call_format",
+    "reasoning_start_tag",
+    "reasoning_end_tag",
+    "architectures",
+)
 _HUBS = ("huggingface", "modelscope")
 _DEFAULT_ABILITY = {"embedding": ["embed"], "rerank": ["rerank"]}
 
@@ -166,7 +173,8 @@ def _place_hub_id(spec: dict[str, Any], hub: str, index: int) -> None:
             return
         raise InvalidRequest(
             f"model_specs.{index}.model_hub {hub!r} is not supported; use huggingface or modelscope, or give a "
-            "file:// model_uri", param=f"model_specs.{index}.model_hub",
+            "file:// model_uri",
+            param=f"model_specs.{index}.model_hub",
         )
     if hub == "modelscope" and isinstance(spec.get("model_id"), str):
         ids = dict(spec.get("model_hub_ids") or {})
@@ -180,8 +188,9 @@ def _from_model_src(spec: dict[str, Any], sources: dict[str, Any], index: int) -
     for hub, source in sources.items():
         where = f"model_specs.{index}.model_src.{hub}"
         if hub not in _HUBS or not isinstance(source, dict):
-            raise InvalidRequest(f"{where}: use huggingface or modelscope with an object of model_id, "
-                                 "quantizations, ...", param=where)
+            raise InvalidRequest(
+                f"{where}: use huggingface or modelscope with an object of model_id, quantizations, ...", param=where
+            )
         if isinstance(source.get("model_id"), str):
             ids[hub] = source["model_id"]
         for name in ("quantizations", "model_file_name_template", "model_revision"):

@@ -121,9 +121,7 @@ def gguf_in_folder(path: str, spec: ModelSpec, quantization: str) -> str:
     found = sorted(f for f in os.listdir(path) if f.lower().endswith(".gguf"))
     if len(found) != 1:
         what = "no .gguf file" if not found else f"{len(found)} .gguf files ({', '.join(found[:5])})"
-        raise LaunchFailed(
-            f"the folder of {spec.model_uri!r} holds {what}; set model_file_name_template to pick one"
-        )
+        raise LaunchFailed(f"the folder of {spec.model_uri!r} holds {what}; set model_file_name_template to pick one")
     return os.path.join(path, found[0])
 
 
@@ -163,8 +161,11 @@ def choose_hub(spec: ModelSpec, requested: str | None = None) -> tuple[str, str]
 
 def snapshot_files(names: list[str]) -> list[str]:
     """The files of a repository that a non-GGUF model needs (``.bin`` only when there is no safetensors)."""
-    picked = [n for n in names if n.lower().endswith(_SNAPSHOT_SUFFIXES)
-              and not _SNAPSHOT_SKIP_DIRS.intersection(n.split("/")[:-1])]
+    picked = [
+        n
+        for n in names
+        if n.lower().endswith(_SNAPSHOT_SUFFIXES) and not _SNAPSHOT_SKIP_DIRS.intersection(n.split("/")[:-1])
+    ]
     if any(n.endswith(".safetensors") for n in picked):
         picked = [n for n in picked if not n.endswith(".bin")]
     return picked
@@ -195,8 +196,15 @@ def resolve_model_path(
         path = local_path(spec.model_uri)
         return gguf_in_folder(path, spec, quantization) if spec.model_format == "ggufv2" else path
     hub, repo = choose_hub(spec, download_hub)
-    download = HubDownload(hub, repo, spec.model_revision, progress=progress, cancel=cancel, model_name=model_name,
-                           file_progress=file_progress)
+    download = HubDownload(
+        hub,
+        repo,
+        spec.model_revision,
+        progress=progress,
+        cancel=cancel,
+        model_name=model_name,
+        file_progress=file_progress,
+    )
     if spec.model_format == "ggufv2":
         assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
         return download.file(spec.model_file_name_template.format(quantization=quantization))
@@ -213,15 +221,18 @@ def draft_path_on_worker(path: str, model_format: str) -> str:
         raise InvalidRequest(f"draft_model_path {path!r} does not exist on this worker", param="draft_model_path")
     if model_format != "ggufv2":
         if not os.path.isdir(path):
-            raise InvalidRequest(f"draft_model_path must be a folder for {model_format} weights",
-                                 param="draft_model_path")
+            raise InvalidRequest(
+                f"draft_model_path must be a folder for {model_format} weights", param="draft_model_path"
+            )
         return path
     if not os.path.isdir(path):
         return path
-    found = sorted(os.path.join(root, name) for root, _, names in os.walk(path) for name in names
-                   if name.lower().endswith(".gguf"))
+    found = sorted(
+        os.path.join(root, name) for root, _, names in os.walk(path) for name in names if name.lower().endswith(".gguf")
+    )
     if len(found) != 1:
         what = "no .gguf file" if not found else f"{len(found)} .gguf files"
-        raise InvalidRequest(f"draft_model_path {path!r} holds {what}; name the draft's GGUF file",
-                             param="draft_model_path")
+        raise InvalidRequest(
+            f"draft_model_path {path!r} holds {what}; name the draft's GGUF file", param="draft_model_path"
+        )
     return found[0]

@@ -89,8 +89,9 @@ def plan_draft(
     Raises InvalidRequest (400) naming the field when the draft cannot be honoured; nothing is dropped silently.
     """
     if "draft" in engine_kwargs:
-        raise InvalidRequest("draft is set by the platform; launch with enable_mtp or draft_model_path instead",
-                             param="draft")
+        raise InvalidRequest(
+            "draft is set by the platform; launch with enable_mtp or draft_model_path instead", param="draft"
+        )
     options = {k: v for k, v in engine_kwargs.items() if k not in DRAFT_LAUNCH_FIELDS}
     enabled = _truthy(engine_kwargs.get("enable_mtp"), "enable_mtp")
     path = engine_kwargs.get("draft_model_path") or None
@@ -100,7 +101,8 @@ def plan_draft(
     if not engine_takes_draft(config_class):
         raise InvalidRequest(
             f"{engine_name} cannot attach a draft model, so {field} cannot be honoured; launch GGUF weights with "
-            "llama.cpp, use the engine's own speculative options, or leave it unset", param=field,
+            "llama.cpp, use the engine's own speculative options, or leave it unset",
+            param=field,
         )
     if path is not None:
         if not isinstance(path, str) or "\0" in path or not os.path.isabs(path):
@@ -122,22 +124,27 @@ def _catalog_draft(registry: ModelRegistry, choice: SpecChoice) -> dict[str, Any
     if model_format != spec.model_format:
         raise InvalidRequest(
             f"enable_mtp: the draft of {described} ships as {model_format}, but the target runs as "
-            f"{spec.model_format}; one engine must load both", param="enable_mtp",
+            f"{spec.model_format}; one engine must load both",
+            param="enable_mtp",
         )
     try:
         family = registry.get(wanted.model_name)
         found = registry.choices(family, model_format, wanted.model_size_in_billions, wanted.quantization)
     except (ModelNotFound, InvalidRequest) as exc:
-        raise InvalidRequest(f"enable_mtp: the draft model of {described} is not available: {exc.message}",
-                             param="enable_mtp") from None
+        raise InvalidRequest(
+            f"enable_mtp: the draft model of {described} is not available: {exc.message}", param="enable_mtp"
+        ) from None
     draft = found[0]
     if family.model_type != target.model_type:
-        raise InvalidRequest(f"enable_mtp: the draft {family.model_name} is a {family.model_type} model, not "
-                             f"{target.model_type}", param="enable_mtp")
+        raise InvalidRequest(
+            f"enable_mtp: the draft {family.model_name} is a {family.model_type} model, not {target.model_type}",
+            param="enable_mtp",
+        )
     if _size(draft.spec.model_size_in_billions) >= _size(spec.model_size_in_billions):
         raise InvalidRequest(
             f"enable_mtp: the draft {family.model_name} ({draft.spec.size}B) is not smaller than the target "
-            f"{target.model_name} ({spec.size}B); drafting only pays with a much smaller model", param="enable_mtp",
+            f"{target.model_name} ({spec.size}B); drafting only pays with a much smaller model",
+            param="enable_mtp",
         )
     return {
         "source": "catalog",
@@ -165,8 +172,9 @@ def attach_draft(
         path = draft_path_on_worker(str(plan["path"]), str(plan.get("model_format") or "ggufv2"))
         return DraftAttachment(path=path, kind="draft", source="user", name=os.path.basename(path))
     spec = ModelSpec.model_validate(plan["spec"])
-    path = resolve_model_path(spec, plan["quantization"], progress, cancel, download_hub=download_hub,
-                              model_name=plan.get("model_name"))
+    path = resolve_model_path(
+        spec, plan["quantization"], progress, cancel, download_hub=download_hub, model_name=plan.get("model_name")
+    )
     return DraftAttachment(path=path, kind=plan.get("kind", "draft"), source="catalog", name=plan.get("name", ""))
 
 
@@ -202,20 +210,28 @@ def _check_gguf(target_path: str, draft: DraftAttachment) -> None:
     except (OSError, ValueError) as exc:
         raise _refuse(draft, f"it is not a readable GGUF file ({exc})") from None
     if mine.tokenizer_model != target.tokenizer_model:
-        raise _refuse(draft, f"its tokenizer is {mine.tokenizer_model or 'unknown'}, the target's is "
-                             f"{target.tokenizer_model or 'unknown'} (different vocabulary families)")
+        raise _refuse(
+            draft,
+            f"its tokenizer is {mine.tokenizer_model or 'unknown'}, the target's is "
+            f"{target.tokenizer_model or 'unknown'} (different vocabulary families)",
+        )
     if abs(mine.n_vocab - target.n_vocab) > VOCAB_SIZE_TOLERANCE:
         raise _refuse(draft, f"its vocabulary has {mine.n_vocab} tokens, the target's {target.n_vocab}")
     shared = min(mine.n_vocab, target.n_vocab)
     if mine.tokens[:shared] != target.tokens[:shared]:
         first = next(i for i in range(shared) if mine.tokens[i] != target.tokens[i])
-        raise _refuse(draft, f"its vocabulary differs from the target's (token {first} is "
-                             f"{mine.tokens[first][:20]!r}, not {target.tokens[first][:20]!r})")
+        raise _refuse(
+            draft,
+            f"its vocabulary differs from the target's (token {first} is "
+            f"{mine.tokens[first][:20]!r}, not {target.tokens[first][:20]!r})",
+        )
     if (mine.bos_token_id, mine.eos_token_id) != (target.bos_token_id, target.eos_token_id):
         raise _refuse(draft, "its BOS/EOS tokens differ from the target's")
     if draft.kind == "draft" and draft.source == "user" and mine.n_params >= target.n_params:
-        raise _refuse(draft, f"it has {mine.n_params / 1e9:.2f}B parameters, not fewer than the target's "
-                             f"{target.n_params / 1e9:.2f}B")
+        raise _refuse(
+            draft,
+            f"it has {mine.n_params / 1e9:.2f}B parameters, not fewer than the target's {target.n_params / 1e9:.2f}B",
+        )
 
 
 def _vocab_of(folder: str) -> tuple[int | None, dict[str, int] | None]:
@@ -241,7 +257,9 @@ def _check_folders(target_path: str, draft: DraftAttachment) -> None:
     target_size, target_vocab = _vocab_of(target_path)
     size, vocab = _vocab_of(draft.path)
     if target_vocab is not None and vocab is not None and target_vocab != vocab:
-        raise _refuse(draft, f"its tokenizer's vocabulary ({len(vocab)} tokens) differs from the target's "
-                             f"({len(target_vocab)} tokens)")
+        raise _refuse(
+            draft,
+            f"its tokenizer's vocabulary ({len(vocab)} tokens) differs from the target's ({len(target_vocab)} tokens)",
+        )
     if target_size is not None and size is not None and abs(size - target_size) > VOCAB_SIZE_TOLERANCE:
         raise _refuse(draft, f"its vocab_size is {size}, the target's {target_size}")

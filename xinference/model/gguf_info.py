@@ -122,4 +122,3 @@ def read_gguf_info(path: str) -> GgufInfo:
         bos_token_id=int(bos) if isinstance(bos, int) else None,
         eos_token_id=int(eos) if isinstance(eos, int) else None,
     )
-

@@ -160,19 +160,20 @@ class _Budget:
 
     def text(self, chars: int, what: str) -> None:
         if chars > self.limits.max_chars:
-            raise TemplateLimitExceeded(f"the chat template built {what} longer than "
-                                        f"{_size_text(self.limits.max_chars)}")
+            raise TemplateLimitExceeded(
+                f"the chat template built {what} longer than {_size_text(self.limits.max_chars)}"
+            )
 
     def items(self, count: int, what: str) -> None:
         if count > self.limits.max_items:
-            raise TemplateLimitExceeded(f"the chat template built {what} of more than {self.limits.max_items:,} "
-                                        "items")
+            raise TemplateLimitExceeded(f"the chat template built {what} of more than {self.limits.max_items:,} items")
 
     def output(self, chars: int) -> None:
         self.generated += chars
         if self.generated > self.limits.max_generated:
-            raise TemplateLimitExceeded(f"the chat template generated more than "
-                                        f"{_size_text(self.limits.max_generated)} of text")
+            raise TemplateLimitExceeded(
+                f"the chat template generated more than {_size_text(self.limits.max_generated)} of text"
+            )
         self.check_time()
 
 
@@ -241,8 +242,9 @@ def _format_widths(fmt: str) -> int:
         if not spec:
             continue
         if "{" in spec:
-            raise TemplateLimitExceeded("the chat template used a nested field in a format spec, which cannot be "
-                                        "bounded")
+            raise TemplateLimitExceeded(
+                "the chat template used a nested field in a format spec, which cannot be bounded"
+            )
         total += sum(int(number) for number in re.findall(r"\d+", spec))
     return total
 
@@ -295,8 +297,9 @@ def _as_list(value: Any, budget: _Budget) -> list[Any]:
     return items
 
 
-def _check_text_method(budget: _Budget, text: str | bytes, name: str, args: tuple[Any, ...],
-                       kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _check_text_method(
+    budget: _Budget, text: str | bytes, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Size checks before a string method that can return more text than it was given; returns the arguments to
     call it with (a joined iterable is read once, here)."""
     cap = budget.limits.max_chars
@@ -387,8 +390,13 @@ class _Namespace(Namespace):
 
 
 # -- filters: each is wrapped so that it takes the context (never run at compile time) and checks its size --------
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
     """Hugging Face's ``tojson``: no HTML escaping, non-ASCII kept, optional indent/separators/sort_keys."""
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -432,8 +440,9 @@ def _pre_filter(budget: _Budget, name: str, args: tuple[Any, ...], kwargs: dict[
         wrap = arg(3, "wrapstring", None)
         budget.text(len(value) + (len(value) + 1) * (len(wrap) if _is_text(wrap) else 2), "a wrapped string")
     elif name == "format" and _is_text(value):
-        budget.text(len(value) + _printf_widths(str(value)) + _measure(args[1:], cap) + _measure(kwargs, cap),
-                    "a string")
+        budget.text(
+            len(value) + _printf_widths(str(value)) + _measure(args[1:], cap) + _measure(kwargs, cap), "a string"
+        )
     elif name == "join" and value is not None:
         items = _as_list(value, budget)
         sep = arg(1, "d", "")
@@ -473,8 +482,9 @@ def _guarded_filter(name: str, func: Any) -> Any:
             budget.check_time()
             args = _pre_filter(budget, name, args, kwargs)
         if pass_arg is not None:
-            lead = {"context": context, "eval_context": context.eval_ctx,
-                    "environment": context.environment}[pass_arg.name]
+            lead = {"context": context, "eval_context": context.eval_ctx, "environment": context.environment}[
+                pass_arg.name
+            ]
             result = func(lead, *args, **kwargs)
         else:
             result = func(*args, **kwargs)
@@ -508,8 +518,9 @@ def _concat_filter(context: Context, parts: list[Any]) -> str:
     budget = _budget()
     if budget is not None:
         budget.check_time()
-        budget.text(sum(len(p) if isinstance(p, str) else _measure(p, budget.limits.max_chars) for p in parts),
-                    "a string")
+        budget.text(
+            sum(len(p) if isinstance(p, str) else _measure(p, budget.limits.max_chars) for p in parts), "a string"
+        )
     return "".join(str(part) for part in parts)
 
 
@@ -576,8 +587,10 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         if _is_text(owner):
             if name in ("format", "format_map"):
                 cap = budget.limits.max_chars
-                budget.text(len(owner) + _format_widths(str(owner)) + _measure(args, cap) + _measure(kwargs, cap),
-                            "a formatted string")
+                budget.text(
+                    len(owner) + _format_widths(str(owner)) + _measure(args, cap) + _measure(kwargs, cap),
+                    "a formatted string",
+                )
             else:
                 args, kwargs = _check_text_method(budget, owner, name, args, kwargs)
         elif isinstance(__obj, LoopContext) and args:  # a recursive loop's loop(children)
@@ -594,8 +607,13 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
 def _make_environment() -> _Sandbox:
     env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _GenerationTag])
-    env.globals.update(range=_bounded_range, lipsum=_lipsum, namespace=_Namespace, raise_exception=_raise_exception,
-                       strftime_now=_strftime_now)
+    env.globals.update(
+        range=_bounded_range,
+        lipsum=_lipsum,
+        namespace=_Namespace,
+        raise_exception=_raise_exception,
+        strftime_now=_strftime_now,
+    )
     env.filters["tojson"] = _tojson
     env.filters = {name: _guarded_filter(name, func) for name, func in env.filters.items()}
     env.filters.update({_LOOP: _loop_filter, _OUT: _out_filter, _CONCAT: _concat_filter})
@@ -610,8 +628,9 @@ _ENV = _make_environment()
 #: tokens is not one the model was trained on), and the template's helpers (``raise_exception``, ``range``, ...:
 #: replacing one with data would break the template or lift a bound). ``documents`` is not reserved: the API has
 #: no field for it, so ``chat_template_kwargs`` is how RAG templates get their documents.
-RESERVED_VARIABLES: frozenset[str] = frozenset({"messages", "tools", "add_generation_prompt", *SPECIAL_TOKEN_NAMES,
-                                                *_ENV.globals})
+RESERVED_VARIABLES: frozenset[str] = frozenset(
+    {"messages", "tools", "add_generation_prompt", *SPECIAL_TOKEN_NAMES, *_ENV.globals}
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -631,8 +650,11 @@ def check_template_kwargs(kwargs: Mapping[str, Any] | None, param: str = "chat_t
     """Refuse caller-supplied template variables that name one of :data:`RESERVED_VARIABLES` (a 400 naming it)."""
     taken = sorted(set(kwargs or ()) & RESERVED_VARIABLES)
     if taken:
-        raise ChatTemplateError(f"{param} may not set {', '.join(map(repr, taken))}: the platform sets "
-                                f"{'it' if len(taken) == 1 else 'them'} for the chat template", param=param)
+        raise ChatTemplateError(
+            f"{param} may not set {', '.join(map(repr, taken))}: the platform sets "
+            f"{'it' if len(taken) == 1 else 'them'} for the chat template",
+            param=param,
+        )
 
 
 def special_tokens_of(tokenizer: Any) -> dict[str, str]:
@@ -710,8 +732,9 @@ def render(
     except _TemplateRaised as exc:
         raise ChatTemplateError(f"the chat template refused the request: {exc}") from exc
     except RecursionError:
-        raise TemplateLimitExceeded(f"the chat template recursed deeper than Python allows (limit "
-                                    f"{limits.max_depth} calls)") from None
+        raise TemplateLimitExceeded(
+            f"the chat template recursed deeper than Python allows (limit {limits.max_depth} calls)"
+        ) from None
     except MemoryError:
         raise TemplateLimitExceeded("the chat template ran out of memory") from None
     except Exception as exc:  # noqa: BLE001 - whatever a template does wrong with its inputs is the request's 400

@@ -95,8 +95,9 @@ class DraftModel(_Strict):
     model_format: ModelFormat | None = Field(default=None, description="default: the target spec's format")
     quantization: str | None = Field(default=None, description="default: the draft spec's first quantization")
     kind: Literal["draft", "mtp"] = Field(
-        default="draft", description="'draft': a separate small model; 'mtp': a multi-token-prediction drafter "
-        "released with the target (Gemma 4's *-assistant), which llama.cpp runs in its MTP mode"
+        default="draft",
+        description="'draft': a separate small model; 'mtp': a multi-token-prediction drafter "
+        "released with the target (Gemma 4's *-assistant), which llama.cpp runs in its MTP mode",
     )
 
     @field_validator("model_size_in_billions")
@@ -125,7 +126,8 @@ class ModelSpec(_Strict):
     )
     draft_model: DraftModel | None = Field(default=None, description="the draft model enable_mtp attaches")
     kept_fields: dict[str, Any] = Field(
-        default_factory=dict, description="fields of Xinference's registration JSON accepted but not acted on here "
+        default_factory=dict,
+        description="fields of Xinference's registration JSON accepted but not acted on here "
         "(activated_size_in_billions, ...), kept as given (model/custom.py: from_xinference_json)",
     )
 
@@ -189,14 +191,16 @@ class ModelFamily(_Strict):
     max_tokens: int | None = Field(default=None, gt=0, description="longest input (embedding/rerank models)")
     # -- how the model writes tool calls and reasoning (model/parsers/); Xinference's names are accepted ----------
     tool_call_format: str | None = Field(
-        default=None, validation_alias=AliasChoices("tool_call_format", "tool_parser"),
+        default=None,
+        validation_alias=AliasChoices("tool_call_format", "tool_parser"),
         description="tool-call format of model/parsers/registry.py (hermes, llama3_json, mistral, ...)",
     )
     reasoning_start_tag: str | None = Field(default=None, min_length=1)
     reasoning_end_tag: str | None = Field(default=None, min_length=1)
     model_specs: list[ModelSpec] = Field(min_length=1)
     kept_fields: dict[str, Any] = Field(
-        default_factory=dict, description="fields of Xinference's registration JSON accepted but not acted on here "
+        default_factory=dict,
+        description="fields of Xinference's registration JSON accepted but not acted on here "
         "(model_family, virtualenv, cache_config, ...), kept as given (model/custom.py: from_xinference_json)",
     )
 

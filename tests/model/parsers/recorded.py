@@ -20,36 +20,62 @@ class WithCalls:
 
 TOOL_CALLS = [
     # Qwen2.5-Instruct: one call, no text
-    WithCalls("hermes", '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Paris, France", '
-              '"unit": "celsius"}}\n</tool_call>', "",
-              [("get_current_weather", {"location": "Paris, France", "unit": "celsius"})]),
+    WithCalls(
+        "hermes",
+        '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Paris, France", '
+        '"unit": "celsius"}}\n</tool_call>',
+        "",
+        [("get_current_weather", {"location": "Paris, France", "unit": "celsius"})],
+    ),
     # Qwen2.5: text before two parallel calls (the reported bug: text before a call was not parsed when streamed)
-    WithCalls("hermes", 'Let me look both up for you.\n<tool_call>\n{"name": "get_current_weather", "arguments": '
-              '{"location": "San Francisco, CA"}}\n</tool_call>\n<tool_call>\n{"name": "get_current_weather", '
-              '"arguments": {"location": "Tokyo, \\"JP\\" {x}"}}\n</tool_call>', "Let me look both up for you.\n",
-              [("get_current_weather", {"location": "San Francisco, CA"}),
-               ("get_current_weather", {"location": 'Tokyo, "JP" {x}'})]),
+    WithCalls(
+        "hermes",
+        'Let me look both up for you.\n<tool_call>\n{"name": "get_current_weather", "arguments": '
+        '{"location": "San Francisco, CA"}}\n</tool_call>\n<tool_call>\n{"name": "get_current_weather", '
+        '"arguments": {"location": "Tokyo, \\"JP\\" {x}"}}\n</tool_call>',
+        "Let me look both up for you.\n",
+        [
+            ("get_current_weather", {"location": "San Francisco, CA"}),
+            ("get_current_weather", {"location": 'Tokyo, "JP" {x}'}),
+        ],
+    ),
     # Qwen3 with nested arguments and unicode
-    WithCalls("qwen3", '<tool_call>\n{"name": "book", "arguments": {"guests": [{"name": "Zoë", "age": 7}], '
-              '"note": "</tool_call> inside a string"}}\n</tool_call>', "",
-              [("book", {"guests": [{"name": "Zoë", "age": 7}], "note": "</tool_call> inside a string"})]),
+    WithCalls(
+        "qwen3",
+        '<tool_call>\n{"name": "book", "arguments": {"guests": [{"name": "Zoë", "age": 7}], '
+        '"note": "</tool_call> inside a string"}}\n</tool_call>',
+        "",
+        [("book", {"guests": [{"name": "Zoë", "age": 7}], "note": "</tool_call> inside a string"})],
+    ),
     # a marker the model opened without a call: stays content
     WithCalls("hermes", "I would call <tool_call> here but no.", "I would call <tool_call> here but no."),
     # plain answer with a less-than sign
     WithCalls("hermes", "3 < 4 and <tool is not a tag.", "3 < 4 and <tool is not a tag."),
     # Llama 3.1: built-in style with python_tag
-    WithCalls("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Berlin"}}', "",
-              [("get_weather", {"city": "Berlin"})]),
+    WithCalls(
+        "llama3_json",
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Berlin"}}',
+        "",
+        [("get_weather", {"city": "Berlin"})],
+    ),
     # Llama 3.2: bare JSON, two calls separated by ';'
-    WithCalls("llama3_json", '{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": [true, null]}}',
-              "", [("a", {"x": 1}), ("b", {"y": [True, None]})]),
+    WithCalls(
+        "llama3_json",
+        '{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": [true, null]}}',
+        "",
+        [("a", {"x": 1}), ("b", {"y": [True, None]})],
+    ),
     # Llama: a JSON answer that is no call stays content; text first means no call
     WithCalls("llama3_json", '{"answer": 42}', '{"answer": 42}'),
     WithCalls("llama3_json", 'Here: {"name": "a", "parameters": {}}', 'Here: {"name": "a", "parameters": {}}'),
     # Mistral v0.3
-    WithCalls("mistral", '[TOOL_CALLS] [{"name": "get_current_weather", "arguments": {"location": "Paris", '
-              '"format": "celsius"}}, {"name": "get_time", "arguments": {}}]', "",
-              [("get_current_weather", {"location": "Paris", "format": "celsius"}), ("get_time", {})]),
+    WithCalls(
+        "mistral",
+        '[TOOL_CALLS] [{"name": "get_current_weather", "arguments": {"location": "Paris", '
+        '"format": "celsius"}}, {"name": "get_time", "arguments": {}}]',
+        "",
+        [("get_current_weather", {"location": "Paris", "format": "celsius"}), ("get_time", {})],
+    ),
     WithCalls("mistral", "Sure, it is sunny.", "Sure, it is sunny."),
 ]
 
@@ -65,8 +91,11 @@ class Reasoned:
 
 REASONING = [
     # Qwen3 thinking on
-    Reasoned("<think>\nThe user greets me. I should greet back.\n</think>\n\nHello! How can I help?",
-             "The user greets me. I should greet back.", "Hello! How can I help?"),
+    Reasoned(
+        "<think>\nThe user greets me. I should greet back.\n</think>\n\nHello! How can I help?",
+        "The user greets me. I should greet back.",
+        "Hello! How can I help?",
+    ),
     # Qwen3 with enable_thinking=false: the template closed an empty block; the model may still echo one
     Reasoned("<think>\n\n</think>\n\nHello!", None, "Hello!", enabled=False),
     Reasoned("Hello there!", None, "Hello there!", enabled=False),

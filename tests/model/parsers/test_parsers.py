@@ -67,7 +67,7 @@ def test_streamed_in_random_chunks_equals_whole(case: WithCalls, cuts: list[int]
 
 def test_text_before_a_call_streams_before_the_call_ends() -> None:
     stream = get_tool_call_format("hermes").stream()
-    early = stream.feed("Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par")
+    early = stream.feed('Checking.\n<tool_call>\n{"name": "f", "arguments": {"city": "Par')
     assert early[0] == "Checking.\n"
     assert isinstance(early[1], ToolCallDelta) and early[1].name == "f" and early[1].index == 0
     assert "".join(e.arguments for e in early[2:] if isinstance(e, ToolCallDelta)) == '{"city": "Par'
@@ -82,8 +82,10 @@ def test_truncated_call_before_its_name_is_content() -> None:
 
 @pytest.mark.parametrize("case", REASONING, ids=lambda c: c.text[:30])
 def test_reasoning_whole(case: Reasoned) -> None:
-    assert split_reasoning(ReasoningTags(), case.text, enabled=case.enabled, primed=case.primed) == \
-        (case.reasoning, case.content)
+    assert split_reasoning(ReasoningTags(), case.text, enabled=case.enabled, primed=case.primed) == (
+        case.reasoning,
+        case.content,
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -114,10 +116,16 @@ def test_registry_and_family_fields() -> None:
     assert tool_call_format_of(registry.get("mistral-instruct-v0.3")).name == "mistral"
     assert reasoning_tags_of(registry.get("qwen3")) == ReasoningTags("<think>", "</think>")
     assert reasoning_tags_of(registry.get("smollm2-instruct")) is None
-    base = {"model_name": "x", "model_ability": ["chat"], "model_specs": [
-        {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": "a/b"}]}
-    family = ModelFamily.model_validate({**base, "tool_parser": "qwen", "reasoning_start_tag": "<r>",
-                                         "reasoning_end_tag": "</r>"})  # Xinference's names
+    base = {
+        "model_name": "x",
+        "model_ability": ["chat"],
+        "model_specs": [
+            {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": "a/b"}
+        ],
+    }
+    family = ModelFamily.model_validate(
+        {**base, "tool_parser": "qwen", "reasoning_start_tag": "<r>", "reasoning_end_tag": "</r>"}
+    )  # Xinference's names
     assert tool_call_format_of(family).name == "hermes" and reasoning_tags_of(family) == ReasoningTags("<r>", "</r>")
     with pytest.raises(ValueError, match="known: .*hermes"):
         ModelFamily.model_validate({**base, "tool_call_format": "nope"})
@@ -133,15 +141,21 @@ JSON_VALUES = st.recursive(
 
 
 @settings(max_examples=80, deadline=None)
-@given(before=st.text(alphabet=st.characters(blacklist_characters="<{["), max_size=20),
-       arguments=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4),
-       fmt=st.sampled_from(["hermes", "mistral", "llama3_json"]),
-       cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=40))
+@given(
+    before=st.text(alphabet=st.characters(blacklist_characters="<{["), max_size=20),
+    arguments=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4),
+    fmt=st.sampled_from(["hermes", "mistral", "llama3_json"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=40),
+)
 def test_any_arguments_survive_any_chunking(before: str, arguments: dict, fmt: str, cuts: list[int]) -> None:
-    call = json.dumps({"name": "f", "arguments" if fmt != "llama3_json" else "parameters": arguments},
-                      ensure_ascii=False)
-    text = {"hermes": f"{before}<tool_call>\n{call}\n</tool_call>", "mistral": f"{before}[TOOL_CALLS][{call}]",
-            "llama3_json": call}[fmt]
+    call = json.dumps(
+        {"name": "f", "arguments" if fmt != "llama3_json" else "parameters": arguments}, ensure_ascii=False
+    )
+    text = {
+        "hermes": f"{before}<tool_call>\n{call}\n</tool_call>",
+        "mistral": f"{before}[TOOL_CALLS][{call}]",
+        "llama3_json": call,
+    }[fmt]
     content, calls = stream_calls(fmt, chunked(text, cuts))
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("f", arguments)]
     assert content == ("" if fmt == "llama3_json" else before)

@@ -12,13 +12,17 @@ from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.registry import ModelRegistry
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-QWEN3_OUTPUT = ('<think>\nI need the weather.\n</think>\n\nLet me check.\n<tool_call>\n{"name": "get_weather", '
-                '"arguments": {"city": "Paris"}}\n</tool_call>')
+QWEN3_OUTPUT = (
+    '<think>\nI need the weather.\n</think>\n\nLet me check.\n<tool_call>\n{"name": "get_weather", '
+    '"arguments": {"city": "Paris"}}\n</tool_call>'
+)
 
 
 def response(text: str, finish: str = "stop") -> dict:
-    return {"object": "chat.completion", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}]}
+    return {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+    }
 
 
 def chunks(pieces: list[str], finish: str = "stop") -> list[dict]:
@@ -39,8 +43,7 @@ def assemble(stream_chunks: list[dict]) -> dict:
             message["reasoning_content"] += delta.get("reasoning_content") or ""
             for call in delta.get("tool_calls") or []:
                 if "id" in call:
-                    message["tool_calls"].append({"id": call["id"], "name": call["function"]["name"],
-                                                  "arguments": ""})
+                    message["tool_calls"].append({"id": call["id"], "name": call["function"]["name"], "arguments": ""})
                 message["tool_calls"][call["index"]]["arguments"] += call["function"]["arguments"]
             finish = choice["finish_reason"] or finish
     return {"message": message, "finish_reason": finish}
@@ -109,8 +112,10 @@ def test_native_fields_are_kept() -> None:
 
 def test_parallel_tool_calls_false_keeps_the_first_call() -> None:
     family = ModelRegistry().get("qwen2.5-instruct")
-    two = ('<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
-           '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>')
+    two = (
+        '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>'
+    )
     both = ChatOutputParser.for_request(family, {"tools": TOOLS}).fix_response(response(two))
     assert [c["function"]["name"] for c in both["choices"][0]["message"]["tool_calls"]] == ["a", "b"]
     parser = ChatOutputParser.for_request(family, {"tools": TOOLS, "parallel_tool_calls": False})
@@ -124,8 +129,11 @@ def test_parallel_tool_calls_false_keeps_the_first_call() -> None:
 def test_usage_rides_on_the_last_chunk_only() -> None:
     rewriter = qwen3_parser().stream()
     last = chunks(["<think>x</think>Hel"])[-1]
-    body = {**last, "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
-            "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]}
+    body = {
+        **last,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+        "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}],
+    }
     rewriter.process(chunks(["<think>x</think>Hel"])[1])
     out = rewriter.process(body)
     assert [("usage" in c) for c in out] == [False] * (len(out) - 1) + [True]
@@ -138,7 +146,8 @@ def test_engine_reasoning_midway_releases_what_was_held() -> None:
     base = chunks([])[0]
     held = rewriter.process({**base, "choices": [{"index": 0, "delta": {"content": "Sure"}, "finish_reason": None}]})
     assert held == []  # no tag yet: it might be reasoning whose opening tag the template wrote
-    out = rewriter.process({**base, "choices": [{"index": 0, "delta": {"reasoning_content": "why"},
-                                                 "finish_reason": None}]})
+    out = rewriter.process(
+        {**base, "choices": [{"index": 0, "delta": {"reasoning_content": "why"}, "finish_reason": None}]}
+    )
     deltas = [c["choices"][0]["delta"] for c in out]
     assert {"content": "Sure"} in deltas and any(d.get("reasoning_content") == "why" for d in deltas)

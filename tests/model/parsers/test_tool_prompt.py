@@ -10,14 +10,21 @@ from xinference.model.prompt_render import render
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 HISTORY = [
     {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
 ]
 # the way Qwen2.5's and Llama 3.1's templates write a call: arguments through tojson
-TOOL_TEMPLATE = ("{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
-                 "<call>{{ c.function.arguments | tojson }}</call>{% endfor %}"
-                 "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}{{ tools | length }}")
+TOOL_TEMPLATE = (
+    "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+    "<call>{{ c.function.arguments | tojson }}</call>{% endfor %}"
+    "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}{% endfor %}{{ tools | length }}"
+)
 PLAIN_TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
 
 

@@ -21,8 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from xinference.errors import TooManyRequests
 from xinference.model.prompt_render import DEFAULT_LIMITS, render
 
-__all__ = ["MAX_TEMPLATE_CHARS", "SAMPLE_CONVERSATION", "PreviewPool", "RenderTemplateRequest",
-           "RenderTemplateResponse", "attach_router", "preview"]
+__all__ = [
+    "MAX_TEMPLATE_CHARS",
+    "SAMPLE_CONVERSATION",
+    "PreviewPool",
+    "RenderTemplateRequest",
+    "RenderTemplateResponse",
+    "attach_router",
+    "preview",
+]
 
 MAX_TEMPLATE_CHARS = 65536
 
@@ -79,9 +86,14 @@ _POOL = PreviewPool()
 async def preview(body: RenderTemplateRequest) -> RenderTemplateResponse:
     """``body``'s template rendered on its conversation (the sample one when it gives none), on the preview pool."""
     messages = body.messages if body.messages is not None else SAMPLE_CONVERSATION
-    job = functools.partial(render, body.chat_template, messages, add_generation_prompt=body.add_generation_prompt,
-                            special_tokens={"bos_token": body.bos_token, "eos_token": body.eos_token},
-                            limits=DEFAULT_LIMITS)
+    job = functools.partial(
+        render,
+        body.chat_template,
+        messages,
+        add_generation_prompt=body.add_generation_prompt,
+        special_tokens={"bos_token": body.bos_token, "eos_token": body.eos_token},
+        limits=DEFAULT_LIMITS,
+    )
     prompt = await _POOL.run(job)
     return RenderTemplateResponse(prompt=prompt, messages=messages)
 

@@ -21,8 +21,12 @@ def engine_option_schema(engine: str) -> dict[str, Any]:
     """One engine's options schema; an unknown engine is a 400 that lists the known ones."""
     cls = get_engine_class(resolve_engine_name(engine))
     schema: dict[str, Any] = cls.config_class.model_json_schema()
-    return {"engine": cls.name, "model_types": sorted(cls.model_types), "model_formats": sorted(cls.model_formats),
-            "schema": schema}
+    return {
+        "engine": cls.name,
+        "model_types": sorted(cls.model_types),
+        "model_formats": sorted(cls.model_formats),
+        "schema": schema,
+    }
 
 
 def engine_option_schemas() -> dict[str, dict[str, Any]]:

@@ -29,8 +29,10 @@ def content_security_policy(index_html: str) -> str:
     fetched, and no other site may frame the UI: a second wall behind the sanitising of model output."""
     inline = re.findall(r"<script(?![^>]*\ssrc=)[^>]*>(.*?)</script>", index_html, re.S)
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in inline)
-    return ("default-src 'self'; script-src 'self' " + hashes + "; style-src 'self'; img-src 'self' data:; "
-            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+    return (
+        "default-src 'self'; script-src 'self' " + hashes + "; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
 
 
 class _UiFiles(StaticFiles):
@@ -40,8 +42,9 @@ class _UiFiles(StaticFiles):
         super().__init__(directory=directory, html=True)
         self.csp = content_security_policy((directory / "index.html").read_text(encoding="utf-8"))
 
-    def file_response(self, full_path: PathLike, stat_result: os.stat_result, scope: Scope,
-                      status_code: int = 200) -> Response:
+    def file_response(
+        self, full_path: PathLike, stat_result: os.stat_result, scope: Scope, status_code: int = 200
+    ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Content-Type-Options"] = "nosniff"

@@ -16,7 +16,12 @@ from xinference.api.anthropic.translate import ChatTranslation, count_tokens_to_
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 
 __all__ = [
-    "AnthropicMessage", "CountTokensRequest", "Message", "MessagesInput", "MessagesRequest", "TokenCount",
+    "AnthropicMessage",
+    "CountTokensRequest",
+    "Message",
+    "MessagesInput",
+    "MessagesRequest",
+    "TokenCount",
 ]
 
 
@@ -32,8 +37,10 @@ class AnthropicMessage(BaseModel):
     @classmethod
     def _role(cls, value: str) -> str:
         if value == "system":
-            raise ValueError("'system' is not a message role here: pass the system prompt in the top-level "
-                             "'system' field; roles are 'user' and 'assistant'")
+            raise ValueError(
+                "'system' is not a message role here: pass the system prompt in the top-level "
+                "'system' field; roles are 'user' and 'assistant'"
+            )
         if value not in ("user", "assistant"):
             raise ValueError(f"unknown role {value[:40]!r}: roles are 'user' and 'assistant'")
         return value

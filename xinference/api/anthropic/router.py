@@ -22,10 +22,16 @@ def _service(request: Request) -> MessagesService:
     return service
 
 
-@router.post("/v1/messages", response_model=Message,
-             responses=streamed_200("named events from `message_start` to `message_stop`"))
-@router.post("/anthropic/v1/messages", response_model=Message,
-             responses=streamed_200("named events from `message_start` to `message_stop`"))
+@router.post(
+    "/v1/messages",
+    response_model=Message,
+    responses=streamed_200("named events from `message_start` to `message_stop`"),
+)
+@router.post(
+    "/anthropic/v1/messages",
+    response_model=Message,
+    responses=streamed_200("named events from `message_start` to `message_stop`"),
+)
 async def create_message(body: MessagesRequest, request: Request) -> Response:
     return await answer(request, body.stream, _service(request).create(body))
 

@@ -19,8 +19,13 @@ from xinference.errors import EngineError
 
 __all__ = ["MessageStream", "message_from_chat", "new_message_id", "stop_reason"]
 
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
-                 "content_filter": "refusal"}
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
 
 
 def new_message_id() -> str:
@@ -38,8 +43,10 @@ def stop_reason(finish_reason: str | None) -> str:
 
 def _usage(usage: dict[str, Any] | None) -> dict[str, int]:
     usage = usage or {}
-    return {"input_tokens": int(usage.get("prompt_tokens") or 0),
-            "output_tokens": int(usage.get("completion_tokens") or 0)}
+    return {
+        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "output_tokens": int(usage.get("completion_tokens") or 0),
+    }
 
 
 def _tool_input(arguments: str | None, name: str, truncated: bool) -> dict[str, Any]:
@@ -69,13 +76,27 @@ def message_from_chat(result: dict[str, Any], model: str) -> dict[str, Any]:
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         name = function.get("name", "")
-        content.append({"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
-                        "name": name, "input": _tool_input(function.get("arguments"), name, truncated)})
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": name,
+                "input": _tool_input(function.get("arguments"), name, truncated),
+            }
+        )
     reason = stop_reason(choice.get("finish_reason"))
     if reason == "end_turn" and any(b["type"] == "tool_use" for b in content):
         reason = "tool_use"
-    return {"id": new_message_id(), "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": reason, "stop_sequence": None, "usage": _usage(result.get("usage"))}
+    return {
+        "id": new_message_id(),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": None,
+        "usage": _usage(result.get("usage")),
+    }
 
 
 class MessageStream(ChunkWalker):
@@ -96,8 +117,14 @@ class MessageStream(ChunkWalker):
 
     def start(self) -> list[Event]:
         message: dict[str, Any] = {
-            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": dict(self._usage),
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": dict(self._usage),
         }
         return [("message_start", {"type": "message_start", "message": message}), ("ping", {"type": "ping"})]
 
@@ -115,9 +142,16 @@ class MessageStream(ChunkWalker):
         reason = stop_reason(self._finish)
         if reason == "end_turn" and self._calls:
             reason = "tool_use"
-        events.append(("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": reason, "stop_sequence": None},
-                                         "usage": dict(self._usage)}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": reason, "stop_sequence": None},
+                    "usage": dict(self._usage),
+                },
+            )
+        )
         events.append(("message_stop", {"type": "message_stop"}))
         return events
 
@@ -126,8 +160,9 @@ class MessageStream(ChunkWalker):
         events = self._close()
         self._block += 1
         self._open_kind = block["type"]
-        events.append(("content_block_start",
-                       {"type": "content_block_start", "index": self._block, "content_block": block}))
+        events.append(
+            ("content_block_start", {"type": "content_block_start", "index": self._block, "content_block": block})
+        )
         return events
 
     def _close(self) -> list[Event]:
@@ -142,8 +177,11 @@ class MessageStream(ChunkWalker):
     def _text_like(self, kind: str, text: str) -> list[Event]:
         events: list[Event] = []
         if self._open_kind != kind:
-            block = {"type": "text", "text": ""} if kind == "text" else \
-                {"type": "thinking", "thinking": "", "signature": ""}
+            block = (
+                {"type": "text", "text": ""}
+                if kind == "text"
+                else {"type": "thinking", "thinking": "", "signature": ""}
+            )
             events += self._open(block)
         if kind == "text":
             events.append(self._delta({"type": "text_delta", "text": text}))
@@ -156,13 +194,19 @@ class MessageStream(ChunkWalker):
         function = call.get("function") or {}
         events: list[Event] = []
         if index not in self._calls:
-            block: dict[str, Any] = {"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
-                     "name": function.get("name") or "", "input": {}}
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": function.get("name") or "",
+                "input": {},
+            }
             events += self._open(block)
             self._calls[index] = self._block
         elif self._calls[index] != self._block or self._open_kind != "tool_use":
-            raise EngineError("the engine interleaved the arguments of two tool calls; a Messages stream cannot "
-                              "reopen a finished block")
+            raise EngineError(
+                "the engine interleaved the arguments of two tool calls; a Messages stream cannot "
+                "reopen a finished block"
+            )
         arguments = function.get("arguments")
         if arguments:
             events.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))

@@ -32,11 +32,21 @@ __all__ = ["ChatTranslation", "count_tokens_to_chat", "messages_to_chat"]
 
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 #: Block types of Anthropic's API that have no meaning for a self-hosted model.
-_UNSUPPORTED_BLOCKS = frozenset({
-    "document", "search_result", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
-    "code_execution_tool_result", "bash_code_execution_tool_result", "text_editor_code_execution_tool_result",
-    "mcp_tool_use", "mcp_tool_result", "container_upload",
-})
+_UNSUPPORTED_BLOCKS = frozenset(
+    {
+        "document",
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
 
 
 @dataclass
@@ -75,7 +85,9 @@ class _Conversation:
             where = self.pending_calls[missing[0]]
             raise InvalidRequest(
                 f"tool_use id {missing[0]!r} ({where}) has no tool_result block in the next user message; answer "
-                "every tool_use with a tool_result", param=where)
+                "every tool_use with a tool_result",
+                param=where,
+            )
         self.pending_calls = {}
 
     def _user(self, where: str, blocks: list[dict[str, Any]]) -> None:
@@ -104,7 +116,9 @@ class _Conversation:
         if call_id not in self.pending_calls:
             raise InvalidRequest(
                 f"tool_result for tool_use_id {call_id!r} has no matching tool_use block in the previous assistant "
-                "message", param=f"{at}.tool_use_id")
+                "message",
+                param=f"{at}.tool_use_id",
+            )
         if call_id in answered:
             raise InvalidRequest(f"tool_use_id {call_id!r} is answered twice", param=f"{at}.tool_use_id")
         answered.add(call_id)
@@ -114,12 +128,14 @@ class _Conversation:
         elif isinstance(raw, str):
             text = raw
         elif isinstance(raw, list):
-            inner = [self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]")
-                     for i, b in enumerate(raw)]
+            inner = [
+                self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]") for i, b in enumerate(raw)
+            ]
             text = inner if any(p["type"] != "text" for p in inner) else "\n".join(p["text"] for p in inner)
         else:
-            raise InvalidRequest("tool_result content must be a string or a list of text and image blocks",
-                                 param=f"{at}.content")
+            raise InvalidRequest(
+                "tool_result content must be a string or a list of text and image blocks", param=f"{at}.content"
+            )
         if block.get("is_error") and isinstance(text, str):
             text = f"Error: {text}"
         return {"role": "tool", "tool_call_id": call_id, "content": text}
@@ -165,8 +181,7 @@ class _Conversation:
 
     def _tool_use(self, block: dict[str, Any], at: str, last: bool) -> dict[str, Any]:
         if last:
-            raise InvalidRequest("the last message cannot end with a tool_use block: send its tool_result",
-                                 param=at)
+            raise InvalidRequest("the last message cannot end with a tool_use block: send its tool_result", param=at)
         call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidRequest("a tool_use block needs an 'id'", param=f"{at}.id")
@@ -176,8 +191,11 @@ class _Conversation:
         if not isinstance(arguments, dict):
             raise InvalidRequest("a tool_use block's 'input' must be an object", param=f"{at}.input")
         self.pending_calls[call_id] = at
-        return {"id": call_id, "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        }
 
 
 def _block_type(block: object, at: str) -> str:
@@ -191,8 +209,9 @@ def _refuse_block(kind: str, at: str, role: str) -> None:
     if kind in _UNSUPPORTED_BLOCKS:
         raise UnsupportedOption(f"content block type {kind!r} is not supported by this server", param=at)
     allowed = "text, image and tool_result" if role == "user" else "text, thinking and tool_use"
-    raise InvalidRequest(f"content block type {kind[:40]!r} cannot appear in a {role} message ({allowed} can)",
-                         param=at)
+    raise InvalidRequest(
+        f"content block type {kind[:40]!r} cannot appear in a {role} message ({allowed} can)", param=at
+    )
 
 
 def _image_url(source: object, at: str) -> str:
@@ -202,8 +221,9 @@ def _image_url(source: object, at: str) -> str:
     if kind == "base64":
         media, data = source.get("media_type"), source.get("data")
         if media not in _IMAGE_TYPES:
-            raise InvalidRequest(f"image media_type must be one of {', '.join(sorted(_IMAGE_TYPES))}",
-                                 param=f"{at}.media_type")
+            raise InvalidRequest(
+                f"image media_type must be one of {', '.join(sorted(_IMAGE_TYPES))}", param=f"{at}.media_type"
+            )
         if not isinstance(data, str) or not data:
             raise InvalidRequest("a base64 image source needs its 'data'", param=f"{at}.data")
         return f"data:{media};base64,{data}"
@@ -212,8 +232,9 @@ def _image_url(source: object, at: str) -> str:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidRequest("a url image source needs an http(s) 'url'", param=f"{at}.url")
         return url
-    raise InvalidRequest(f"image source type {str(kind)[:40]!r} is not supported: use 'base64' or 'url'",
-                         param=f"{at}.type")
+    raise InvalidRequest(
+        f"image source type {str(kind)[:40]!r} is not supported: use 'base64' or 'url'", param=f"{at}.type"
+    )
 
 
 def _system_text(request: MessagesInput) -> str | None:
@@ -236,7 +257,9 @@ def _chat_tools(request: MessagesInput) -> tuple[list[dict[str, Any]] | None, An
         if kind not in (None, "custom"):
             raise UnsupportedOption(
                 f"tool type {str(kind)[:60]!r} (a tool Anthropic runs on its servers) is not supported; define "
-                "custom tools with name, description and input_schema", param=f"{at}.type")
+                "custom tools with name, description and input_schema",
+                param=f"{at}.type",
+            )
         name = check_tool_name(tool.get("name"), f"{at}.name")
         if name in names:
             raise InvalidRequest(f"tool name {name!r} is defined twice", param=f"{at}.name")
@@ -268,11 +291,13 @@ def _chat_tool_choice(request: MessagesInput, names: set[str]) -> tuple[Any, boo
     if kind == "tool":
         name = request.tool_choice.get("name")
         if name not in names:
-            raise InvalidRequest(f"tool_choice names tool {str(name)[:80]!r}, which is not in 'tools'",
-                                 param="tool_choice.name")
+            raise InvalidRequest(
+                f"tool_choice names tool {str(name)[:80]!r}, which is not in 'tools'", param="tool_choice.name"
+            )
         return {"type": "function", "function": {"name": name}}, parallel
-    raise InvalidRequest(f"unknown tool_choice type {str(kind)[:40]!r}: use auto, any, tool or none",
-                         param="tool_choice.type")
+    raise InvalidRequest(
+        f"unknown tool_choice type {str(kind)[:40]!r}: use auto, any, tool or none", param="tool_choice.type"
+    )
 
 
 def _template_kwargs(request: MessagesInput) -> dict[str, Any] | None:
@@ -282,13 +307,11 @@ def _template_kwargs(request: MessagesInput) -> dict[str, Any] | None:
     if kind in ("enabled", "adaptive"):
         budget = request.thinking.get("budget_tokens")
         if kind == "enabled" and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
-            raise InvalidRequest("thinking.budget_tokens must be a positive integer",
-                                 param="thinking.budget_tokens")
+            raise InvalidRequest("thinking.budget_tokens must be a positive integer", param="thinking.budget_tokens")
         return {"enable_thinking": True}
     if kind == "disabled":
         return {"enable_thinking": False}
-    raise InvalidRequest(f"unknown thinking type {str(kind)[:40]!r}: use enabled or disabled",
-                         param="thinking.type")
+    raise InvalidRequest(f"unknown thinking type {str(kind)[:40]!r}: use enabled or disabled", param="thinking.type")
 
 
 def _conversation(request: MessagesInput) -> _Conversation:
@@ -307,10 +330,17 @@ def _chat_request(request: MessagesInput, **sampling: Any) -> ChatTranslation:
     conversation = _conversation(request)
     tools, tool_choice, parallel = _chat_tools(request)
     try:
-        chat = ChatCompletionRequest.model_validate(dict(
-            model=request.model, messages=conversation.messages, tools=tools, tool_choice=tool_choice,
-            parallel_tool_calls=parallel, chat_template_kwargs=_template_kwargs(request), **sampling,
-        ))
+        chat = ChatCompletionRequest.model_validate(
+            dict(
+                model=request.model,
+                messages=conversation.messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                parallel_tool_calls=parallel,
+                chat_template_kwargs=_template_kwargs(request),
+                **sampling,
+            )
+        )
     except ValidationError as exc:  # our translation broke a chat rule: still the request's fault
         message, field = validation_message(list(exc.errors()))
         raise InvalidRequest(message, param=field) from None
@@ -319,13 +349,19 @@ def _chat_request(request: MessagesInput, **sampling: Any) -> ChatTranslation:
 
 def messages_to_chat(request: MessagesRequest) -> ChatTranslation:
     """The chat-completions parameters of this request (usage always reported on streams)."""
-    if request.thinking and isinstance(request.thinking.get("budget_tokens"), int) \
-            and request.thinking["budget_tokens"] >= request.max_tokens:
-        raise InvalidRequest("thinking.budget_tokens must be less than max_tokens",
-                             param="thinking.budget_tokens")
+    if (
+        request.thinking
+        and isinstance(request.thinking.get("budget_tokens"), int)
+        and request.thinking["budget_tokens"] >= request.max_tokens
+    ):
+        raise InvalidRequest("thinking.budget_tokens must be less than max_tokens", param="thinking.budget_tokens")
     sampling: dict[str, Any] = {"max_tokens": request.max_tokens, "stream": request.stream}
-    for ours, theirs in (("stop_sequences", "stop"), ("temperature", "temperature"), ("top_p", "top_p"),
-                         ("top_k", "top_k")):
+    for ours, theirs in (
+        ("stop_sequences", "stop"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("top_k", "top_k"),
+    ):
         value = getattr(request, ours)
         if value is not None:
             sampling[theirs] = value
@@ -344,8 +380,9 @@ def _response_format(request: MessagesRequest) -> dict[str, Any] | None:
     if fmt is None:
         return None
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
-        raise InvalidRequest("output_config.format must be {'type': 'json_schema', 'schema': {...}}",
-                             param="output_config.format")
+        raise InvalidRequest(
+            "output_config.format must be {'type': 'json_schema', 'schema': {...}}", param="output_config.format"
+        )
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}
 
 

@@ -48,8 +48,22 @@ class MetricsSink(Protocol):
 class Ticket:
     """One admitted request, from admission to its last byte. ``leave()`` is idempotent."""
 
-    __slots__ = ("admitted", "engine", "error", "first_token", "gate", "left", "model", "outcome",
-                 "prompt_tokens", "queued", "route", "generation_tokens", "started", "streamed")
+    __slots__ = (
+        "admitted",
+        "engine",
+        "error",
+        "first_token",
+        "gate",
+        "left",
+        "model",
+        "outcome",
+        "prompt_tokens",
+        "queued",
+        "route",
+        "generation_tokens",
+        "started",
+        "streamed",
+    )
 
     def __init__(self, gate: Gate, route: str, queued: float) -> None:
         self.gate = gate
@@ -96,8 +110,15 @@ class Ticket:
 class Gate:
     """The admission state of one model; lives in the API's event loop (no locks: nothing here awaits)."""
 
-    def __init__(self, model: str, engine: str = "", capacity: int = DEFAULT_SLOTS, max_queued: int = 0,
-                 queue_timeout: float = 120.0, sink: MetricsSink | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        engine: str = "",
+        capacity: int = DEFAULT_SLOTS,
+        max_queued: int = 0,
+        queue_timeout: float = 120.0,
+        sink: MetricsSink | None = None,
+    ) -> None:
         self.model = model
         self.engine = engine
         self.capacity = max(1, capacity)
@@ -144,7 +165,9 @@ class Gate:
             self._refuse(route, "queue_full")
             raise TooManyRequests(
                 f"model {self.model!r} is busy: {self.running} requests running and {self.waiting} waiting "
-                f"(max_queued={self.max_queued}); retry later", retry_after=self.retry_after())
+                f"(max_queued={self.max_queued}); retry later",
+                retry_after=self.retry_after(),
+            )
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self.idle_since = None
@@ -162,7 +185,8 @@ class Gate:
             self._refuse(route, "queue_timeout")
             raise TooManyRequests(
                 f"model {self.model!r} stayed busy for {self.queue_timeout:g}s (queue_timeout); retry later",
-                retry_after=self.retry_after()) from None
+                retry_after=self.retry_after(),
+            ) from None
         return Ticket(self, route, time.monotonic() - began)
 
     def release(self, ticket: Ticket) -> None:

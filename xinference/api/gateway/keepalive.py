@@ -34,6 +34,7 @@ __all__ = ["FOREVER", "KeepAlive", "describe_keep_alive", "parse_keep_alive"]  #
 
 logger = logging.getLogger(__name__)
 
+
 class KeepAlive:
     """Unloads idle models and reloads them on demand; one per API process (started by its lifespan)."""
 
@@ -82,8 +83,11 @@ class KeepAlive:
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout)
         except asyncio.TimeoutError:
-            raise ModelLoadTimeout(f"model {uid!r} was unloaded while idle and is loading again; it was not ready "
-                                   f"within {timeout:g}s (XINFERENCE_LOAD_TIMEOUT)", retry_after=10.0) from None
+            raise ModelLoadTimeout(
+                f"model {uid!r} was unloaded while idle and is loading again; it was not ready "
+                f"within {timeout:g}s (XINFERENCE_LOAD_TIMEOUT)",
+                retry_after=10.0,
+            ) from None
         return await self._routes.get(uid)
 
     async def _load(self, uid: str) -> None:

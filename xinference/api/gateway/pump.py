@@ -88,8 +88,15 @@ class ReplicaPump:
     stops (at the end, or when the client left: the caller aborts the request in the model actor itself).
     """
 
-    def __init__(self, ref: ReplicaRef, call: CallWrapper, *, timeout: float = 30.0, name: str = "the replica",
-                 on_timeout: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        ref: ReplicaRef,
+        call: CallWrapper,
+        *,
+        timeout: float = 30.0,
+        name: str = "the replica",
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
         """``timeout``: the deadline of one round; ``name`` names the replica in the error of a round that missed
         it; ``on_timeout`` runs then (the route table stops sending new requests there for a while)."""
         self.ref = ref
@@ -176,8 +183,9 @@ class ReplicaPump:
         if call.done():
             return call.result()  # type: ignore[no-any-return]
         self._leave(call)
-        logger.warning("%s did not answer a stream round for %.0fs: ending %d stream(s)", self._name,
-                       self._timeout, len(ids))
+        logger.warning(
+            "%s did not answer a stream round for %.0fs: ending %d stream(s)", self._name, self._timeout, len(ids)
+        )
         if self._on_timeout is not None:
             self._on_timeout()
         for stream_id in ids:
@@ -196,4 +204,5 @@ def _forget(tasks: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], 
         tasks.discard(call)
         if not call.cancelled() and call.exception() is not None:
             logger.debug("a call left after a missed deadline failed: %s", call.exception())
+
     return done

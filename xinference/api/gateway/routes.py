@@ -101,8 +101,9 @@ async def model_call(routes: RouteTable, uid: str, call: Awaitable[T]) -> T:
         raise
     except (xo.ServerClosed, xo.ActorNotExist, ConnectionError, OSError) as exc:
         routes.invalidate()
-        raise ReplicaUnreachable(f"a replica of model {uid!r} is not reachable (its process may have died): {exc}") \
-            from None
+        raise ReplicaUnreachable(
+            f"a replica of model {uid!r} is not reachable (its process may have died): {exc}"
+        ) from None
 
 
 class RouteTable:
@@ -146,8 +147,9 @@ class RouteTable:
                 await self.refresh()
                 route = self._routes.get(model_uid)
         if route is None:
-            raise ModelNotFound(f"model {model_uid!r} is not running; GET /v1/models lists the running models",
-                                param="model")
+            raise ModelNotFound(
+                f"model {model_uid!r} is not running; GET /v1/models lists the running models", param="model"
+            )
         return route
 
     def all(self) -> list[Route]:
@@ -207,8 +209,15 @@ class RouteTable:
                     # A local reference: no round trip, so a dead replica cannot fail the refresh itself.
                     replica = Replica(address, local_replica_ref(address))
                 replicas.append(replica)
-            fresh[uid] = Route(uid, info["model_type"], list(info["model_ability"]), info["status"], replicas,
-                               info.get("model_engine", ""), dict(info.get("limits") or {}))
+            fresh[uid] = Route(
+                uid,
+                info["model_type"],
+                list(info["model_ability"]),
+                info["status"],
+                replicas,
+                info.get("model_engine", ""),
+                dict(info.get("limits") or {}),
+            )
         self._routes, self._version = fresh, version
         self._stale = invalidations != self._invalidations  # invalidated meanwhile: the next lookup refreshes
         self.admission.forget(set(fresh))
@@ -223,8 +232,9 @@ class RouteTable:
             except Exception:  # noqa: BLE001 - the supervisor may be restarting; retry next tick
                 logger.debug("route refresh failed", exc_info=True)
 
-    async def call(self, route: Route, call: Callable[[Replica], Awaitable[T]],
-                   ticket: Ticket | None = None) -> tuple[T, Replica]:
+    async def call(
+        self, route: Route, call: Callable[[Replica], Awaitable[T]], ticket: Ticket | None = None
+    ) -> tuple[T, Replica]:
         """Run ``call`` on the least-busy replica of ``route``, counting it as outstanding there meanwhile; when
         that replica's process is unreachable, skip it and try the next one. Returns the result and the replica.
 

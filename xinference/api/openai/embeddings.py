@@ -19,8 +19,14 @@ from xinference.api.gateway.routes import Route, RouteTable
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.errors import WrongModelType
 
-__all__ = ["MAX_EMBEDDING_INPUTS", "EmbeddingList", "EmbeddingRequest", "EmbeddingService", "attach_router",
-           "check_model_type"]
+__all__ = [
+    "MAX_EMBEDDING_INPUTS",
+    "EmbeddingList",
+    "EmbeddingRequest",
+    "EmbeddingService",
+    "attach_router",
+    "check_model_type",
+]
 
 #: OpenAI's own limit on the number of inputs of one request.
 MAX_EMBEDDING_INPUTS = 2048
@@ -68,8 +74,9 @@ class EmbeddingRequest(OpenAIRequest):
 class Embedding(ResponseBody):
     object: Literal["embedding"]
     index: int
-    embedding: Union[list[float], str] = Field(description="floats, or base64 of little-endian float32 with "
-                                                           "encoding_format=base64")
+    embedding: Union[list[float], str] = Field(
+        description="floats, or base64 of little-endian float32 with encoding_format=base64"
+    )
 
 
 class EmbeddingUsage(ResponseBody):

@@ -19,8 +19,7 @@ from xinference.api.openai.embeddings import check_model_type
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.errors import UnsupportedOption
 
-__all__ = ["MAX_RERANK_DOCUMENTS", "RerankDocument", "RerankList", "RerankRequest", "RerankService",
-           "attach_router"]
+__all__ = ["MAX_RERANK_DOCUMENTS", "RerankDocument", "RerankList", "RerankRequest", "RerankService", "attach_router"]
 
 MAX_RERANK_DOCUMENTS = 10_000
 
@@ -59,8 +58,11 @@ class RerankRequest(OpenAIRequest):
 
     def to_engine_params(self) -> dict[str, Any]:
         if self.max_chunks_per_doc not in (None, 1):
-            raise UnsupportedOption("max_chunks_per_doc (splitting long documents) is not supported; documents "
-                                    "longer than the model's input are truncated", param="max_chunks_per_doc")
+            raise UnsupportedOption(
+                "max_chunks_per_doc (splitting long documents) is not supported; documents "
+                "longer than the model's input are truncated",
+                param="max_chunks_per_doc",
+            )
         return {
             "query": self.query,
             "documents": list(self.documents),

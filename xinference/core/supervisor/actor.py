@@ -71,8 +71,9 @@ class SupervisorActor(xo.StatelessActor):
         incarnation = uuid.uuid4().hex
         tombstones = Tombstones(home / "supervisor" / "tombstones.json")
         self._history = history = History(LaunchHistory(home / "launch_history.json"), models)
-        self._launcher = launcher = Launcher(registry, models, workers, ledger, booker, lock, background,
-                                             tombstones, history, incarnation)
+        self._launcher = launcher = Launcher(
+            registry, models, workers, ledger, booker, lock, background, tombstones, history, incarnation
+        )
         self._scaler = Scaler(models, booker, ledger, lock, launcher)
         self._lifecycle = Lifecycle(models, booker, lock, launcher)
         grace = (2 * settings.heartbeat_interval() + 1.0) if autostart_grace is None else autostart_grace
@@ -120,8 +121,9 @@ class SupervisorActor(xo.StatelessActor):
         the decisions are made, the replicas starting in the background)."""
         return await self._launcher.launch(request, wait_ready)
 
-    async def add_replicas(self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto",
-                           worker_ip: str | None = None) -> dict[str, Any]:
+    async def add_replicas(
+        self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto", worker_ip: str | None = None
+    ) -> dict[str, Any]:
         return await self._scaler.add(model_uid, count, n_gpu, worker_ip)
 
     async def remove_replica(self, model_uid: str, replica_id: int) -> int:
@@ -196,8 +198,7 @@ class SupervisorActor(xo.StatelessActor):
     ) -> list[dict[str, Any]]:
         return await self._caches.remove(entry_id, model_name, worker)
 
-    async def install_engine(self, engine: str, worker: str | None = None, force: bool = False
-                             ) -> list[dict[str, Any]]:
+    async def install_engine(self, engine: str, worker: str | None = None, force: bool = False) -> list[dict[str, Any]]:
         return await self._envs.install(engine, worker, force)
 
     async def engine_env_status(self, engine: str, worker: str | None = None) -> list[dict[str, Any]]:
@@ -210,8 +211,9 @@ class SupervisorActor(xo.StatelessActor):
         return await self._usage.of_workers()
 
     # -- inspection (inspect.py) -------------------------------------------------------------------------------
-    async def model_log(self, model_uid: str, replica: str | None = None, tail: int = 200,
-                        since: int | None = None) -> dict[str, Any]:
+    async def model_log(
+        self, model_uid: str, replica: str | None = None, tail: int = 200, since: int | None = None
+    ) -> dict[str, Any]:
         return await self._inspector.model_log(model_uid, replica, tail, since)
 
     async def launch_status(self, model_uid: str) -> dict[str, Any]:

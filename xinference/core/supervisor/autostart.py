@@ -31,8 +31,16 @@ from xinference.core.background import BackgroundTasks
 from xinference.core.supervisor.models import ModelTable
 from xinference.errors import XinferenceError
 
-__all__ = ["MAX_HISTORY", "Autostart", "Change", "History", "Launch", "LaunchHistory", "remember_change",
-           "terminate_change"]
+__all__ = [
+    "MAX_HISTORY",
+    "Autostart",
+    "Change",
+    "History",
+    "Launch",
+    "LaunchHistory",
+    "remember_change",
+    "terminate_change",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +61,11 @@ class LaunchHistory:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        return [e for e in data if isinstance(e, dict) and isinstance(e.get("model_uid"), str)] \
-            if isinstance(data, list) else []
+        return (
+            [e for e in data if isinstance(e, dict) and isinstance(e.get("model_uid"), str)]
+            if isinstance(data, list)
+            else []
+        )
 
     def _write(self, entries: list[dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,9 +95,17 @@ def remember_change(model_uid: str, request: dict[str, Any], model_engine: str, 
 
     def change(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kept = [e for e in entries if e["model_uid"] != model_uid]
-        kept.append({"model_uid": model_uid, "model_name": request.get("model_name"), "model_engine": model_engine,
-                     "autostart": bool(request.get("autostart")), "launched_at": at, "terminated_at": None,
-                     "request": {**request, "model_uid": model_uid}})
+        kept.append(
+            {
+                "model_uid": model_uid,
+                "model_name": request.get("model_name"),
+                "model_engine": model_engine,
+                "autostart": bool(request.get("autostart")),
+                "launched_at": at,
+                "terminated_at": None,
+                "request": {**request, "model_uid": model_uid},
+            }
+        )
         return kept
 
     return change
@@ -193,8 +212,15 @@ class Autostart:
     ``started`` (monotonic) and ``grace`` (seconds): nothing is launched before ``started + grace``, so that the
     workers still running the models after a supervisor restart re-register them first."""
 
-    def __init__(self, history: History, models: ModelTable, background: BackgroundTasks, launch: Launch,
-                 started: float, grace: float) -> None:
+    def __init__(
+        self,
+        history: History,
+        models: ModelTable,
+        background: BackgroundTasks,
+        launch: Launch,
+        started: float,
+        grace: float,
+    ) -> None:
         self._history = history
         self._models = models
         self._background = background

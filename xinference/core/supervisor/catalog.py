@@ -69,6 +69,4 @@ class Catalog:
         not (per worker when they disagree)."""
         family = self._registry.get(model_name, model_type)
         workers = list(self._workers.values())
-        return engine_table(
-            self._registry.choices(family), [w.hardware for w in workers], [w.address for w in workers]
-        )
+        return engine_table(self._registry.choices(family), [w.hardware for w in workers], [w.address for w in workers])

@@ -39,8 +39,9 @@ class Lifecycle:
         """End every replica's process but keep the model listed (``unloaded``) with its launch plan."""
         record = self._models.get(model_uid)
         if record.status not in ("ready", "degraded"):
-            raise InvalidRequest(f"model {model_uid!r} is {record.status}; only a serving model unloads",
-                                 param="model_uid")
+            raise InvalidRequest(
+                f"model {model_uid!r} is {record.status}; only a serving model unloads", param="model_uid"
+            )
         record.status = "unloading"
         self._models.changed()
         await self._launcher.stop_replicas(record, why=f"model {model_uid!r} was unloaded ({why})")
@@ -63,23 +64,28 @@ class Lifecycle:
             if record.status in ("ready", "degraded"):
                 return record.info()
             if record.status != "unloaded":
-                raise ModelUnavailable(f"model {model_uid!r} is {record.status}; it cannot be loaded now",
-                                       retry_after=5.0)
+                raise ModelUnavailable(
+                    f"model {model_uid!r} is {record.status}; it cannot be loaded now", retry_after=5.0
+                )
             task = self._reloads[model_uid] = asyncio.create_task(self._reload(record))
             task.add_done_callback(lambda _t: self._reloads.pop(model_uid, None))
         await asyncio.shield(task)
         if not self._models.holds(model_uid, record):
             raise ModelNotFound(f"model {model_uid!r} was terminated while it loaded", param="model_uid")
         if record.status not in ("ready", "degraded"):
-            raise ModelUnavailable(f"model {model_uid!r} did not load again: {record.status}; see its events",
-                                   retry_after=10.0)
+            raise ModelUnavailable(
+                f"model {model_uid!r} did not load again: {record.status}; see its events", retry_after=10.0
+            )
         return record.info()
 
     async def _reload(self, record: ModelRecord) -> None:
         """Place, check and book the replicas again exactly as a launch does (the same lock, memory check,
         tensor-parallel sizing and ledger), then start them."""
-        launch = LaunchRequest(**record.launch) if record.launch else LaunchRequest(
-            model_name=record.choice.family.model_name, model_type=record.choice.family.model_type)
+        launch = (
+            LaunchRequest(**record.launch)
+            if record.launch
+            else LaunchRequest(model_name=record.choice.family.model_name, model_type=record.choice.family.model_type)
+        )
         record.status = "launching"
         record.event("loading", "a request named the unloaded model")
         self._models.changed()

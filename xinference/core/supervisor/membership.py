@@ -46,8 +46,16 @@ class Membership:
     ``on_join`` runs each time a worker (re-)registers (the supervisor schedules its autostart then); ``connect``
     makes a joining worker's reference (``core/refs.worker_ref``; a test passes its own)."""
 
-    def __init__(self, workers: Workers, models: ModelTable, ledger: Ledger, tombstones: Tombstones,
-                 incarnation: str, on_join: Callable[[], None], connect: Connect = worker_ref) -> None:
+    def __init__(
+        self,
+        workers: Workers,
+        models: ModelTable,
+        ledger: Ledger,
+        tombstones: Tombstones,
+        incarnation: str,
+        on_join: Callable[[], None],
+        connect: Connect = worker_ref,
+    ) -> None:
         self._workers = workers
         self._models = models
         self._ledger = ledger
@@ -132,18 +140,30 @@ class Membership:
         if record is None:
             family = ModelFamily.model_validate(plan.family)
             choice = SpecChoice(family, ModelSpec.model_validate(plan.spec), plan.quantization)
-            record = ModelRecord(plan.model_uid, choice, plan.model_engine, replica=0, status="ready",
-                                 engine_kwargs=dict(plan.engine_config),
-                                 sources={"model_path": plan.model_path, "download_hub": plan.download_hub,
-                                          "draft": plan.draft})
+            record = ModelRecord(
+                plan.model_uid,
+                choice,
+                plan.model_engine,
+                replica=0,
+                status="ready",
+                engine_kwargs=dict(plan.engine_config),
+                sources={"model_path": plan.model_path, "download_hub": plan.download_hub, "draft": plan.draft},
+            )
             if plan.launch_id:
                 record.launch_id = plan.launch_id
             self._models.add(record)
         booking = self._ledger.get(plan.replica_uid)
         if booking is None:
             try:
-                self._ledger.book(plan.replica_uid, plan.model_uid, record.launch_id, worker_address,
-                                  plan.gpu_indices, 0, state="running")
+                self._ledger.book(
+                    plan.replica_uid,
+                    plan.model_uid,
+                    record.launch_id,
+                    worker_address,
+                    plan.gpu_indices,
+                    0,
+                    state="running",
+                )
             except LedgerConflict as exc:
                 if not record.replicas and record.replica == 0:
                     self._models.remove(plan.model_uid)
@@ -154,8 +174,9 @@ class Membership:
         suffix = plan.replica_uid.rsplit("-", 1)[-1]
         if suffix.isdigit():
             record.next_index = max(record.next_index, int(suffix) + 1)
-        record.replicas.append(Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"),
-                                       tuple(plan.gpu_indices)))
+        record.replicas.append(
+            Replica(plan.replica_uid, worker_address, reported["address"], reported.get("pid"), tuple(plan.gpu_indices))
+        )
         record.replica = max(record.replica, len(record.replicas))
         record.engine_config = reported.get("engine_config") or record.engine_config
         record.refresh_status()

@@ -22,16 +22,18 @@ __all__ = ["Scaler"]
 class Scaler:
     """Adds replicas to a serving model and removes one (never the last: that is a terminate)."""
 
-    def __init__(self, models: ModelTable, booker: Booker, ledger: Ledger, lock: asyncio.Lock,
-                 launcher: Launcher) -> None:
+    def __init__(
+        self, models: ModelTable, booker: Booker, ledger: Ledger, lock: asyncio.Lock, launcher: Launcher
+    ) -> None:
         self._models = models
         self._booker = booker
         self._ledger = ledger
         self._lock = lock
         self._launcher = launcher
 
-    async def add(self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto",
-                  worker_ip: str | None = None) -> dict[str, Any]:
+    async def add(
+        self, model_uid: str, count: int = 1, n_gpu: int | str | None = "auto", worker_ip: str | None = None
+    ) -> dict[str, Any]:
         """Start ``count`` more replicas of a running model, placed, checked and booked like a launch's."""
         record = self._models.get(model_uid)
         if count < 1:
@@ -42,11 +44,14 @@ class Scaler:
             if not self._models.holds(model_uid, record):
                 raise ModelNotFound(f"model {model_uid!r} was terminated meanwhile", param="model_uid")
             if record.status not in FOLLOWS_REPLICAS:
-                raise InvalidRequest(f"model {model_uid!r} is {record.status}; only a serving model gets more "
-                                     "replicas", param="model_uid")
+                raise InvalidRequest(
+                    f"model {model_uid!r} is {record.status}; only a serving model gets more replicas",
+                    param="model_uid",
+                )
             placements = self._booker.sized(record, count, launch)
-            booked = self._booker.book(record, placements,
-                                       check_memory=not record.launch.get("ignore_memory_check", False))
+            booked = self._booker.book(
+                record, placements, check_memory=not record.launch.get("ignore_memory_check", False)
+            )
         started = []
         try:
             for replica_uid in booked:
@@ -55,7 +60,7 @@ class Scaler:
                 started.append(record.replicas[-1].info())
                 self._models.changed()
         finally:
-            for replica_uid in booked[len(started):]:
+            for replica_uid in booked[len(started) :]:
                 self._ledger.release(replica_uid)
             record.refresh_status()
         return {"model_uid": model_uid, "replica": record.replica, "replicas": started}
@@ -67,8 +72,9 @@ class Scaler:
         target = next((r for r in record.replicas if r.replica_uid == replica_uid), None)
         if target is None:
             known = ", ".join(r.replica_uid.rsplit("-", 1)[1] for r in record.replicas)
-            raise ModelNotFound(f"model {model_uid!r} has no replica {replica_id}; its replicas are: {known}",
-                                param="replica_id")
+            raise ModelNotFound(
+                f"model {model_uid!r} has no replica {replica_id}; its replicas are: {known}", param="replica_id"
+            )
         if len(record.replicas) == 1:
             raise InvalidRequest(f"{replica_uid} is the last replica; terminate the model instead", param="replica_id")
         record.replica -= 1

@@ -107,24 +107,33 @@ class BatchingEngine(Engine):
         if room < 1:
             raise ContextLengthExceeded(
                 f"the prompt is {prompt_len} tokens but this model's context holds {limit} tokens; shorten the "
-                "prompt or relaunch the model with a larger max_model_len", param="messages")
+                "prompt or relaunch the model with a larger max_model_len",
+                param="messages",
+            )
         stops = tuple(s for s in dict.fromkeys([*self.family.stop, *(request.get("stop") or [])]) if s)
         return sampling_params(
-            kind, request, max_tokens=min(int(request.get("max_tokens") or room), room), stop=stops,
-            stop_token_ids=self._stop_token_ids, vocab_size=self._vocab_size,
-            tool_format=tool_call_format_of(self.family), engine=self.name,
+            kind,
+            request,
+            max_tokens=min(int(request.get("max_tokens") or room), room),
+            stop=stops,
+            stop_token_ids=self._stop_token_ids,
+            vocab_size=self._vocab_size,
+            tool_format=tool_call_format_of(self.family),
+            engine=self.name,
         )
 
     def _grammar_tokenizer(self) -> GrammarTokenizer:
         """Built at the first constrained request (~0.5 s), then shared."""
         with self._grammar_lock:
             if self._grammar_tok is None:
-                self._grammar_tok = GrammarTokenizer.from_hf(self._hf_tokenizer(), self._vocab_size,
-                                                             sorted(self._stop_token_ids))
+                self._grammar_tok = GrammarTokenizer.from_hf(
+                    self._hf_tokenizer(), self._vocab_size, sorted(self._stop_token_ids)
+                )
             return self._grammar_tok
 
-    def _output_parser(self, request: dict[str, Any], prompt_text: str | None,
-                       constraint: Constraint | None) -> ChatOutputParser | None:
+    def _output_parser(
+        self, request: dict[str, Any], prompt_text: str | None, constraint: Constraint | None
+    ) -> ChatOutputParser | None:
         if constraint is not None and constraint.kind != "tool_call":
             return None  # the grammar made it JSON: nothing to parse out of it
         tags = reasoning_tags_of(self.family)
@@ -134,8 +143,9 @@ class BatchingEngine(Engine):
             fmt = self._fallback_tool_format()
         return ChatOutputParser.for_request(self.family, request, primed=primed, tool_format=fmt)
 
-    async def _build(self, kind: str, request: dict[str, Any]
-                     ) -> tuple[list[int], RequestPlan, ChatOutputParser | None]:
+    async def _build(
+        self, kind: str, request: dict[str, Any]
+    ) -> tuple[list[int], RequestPlan, ChatOutputParser | None]:
         """Prompt ids, the validated plan and the output parser (chat) of a request; 400s before any token."""
         self._ready()
         ids, prompt_text = self._encode(kind, request)
@@ -174,9 +184,14 @@ class BatchingEngine(Engine):
             raise
         choices = [self._choice(kind, i, text, seq) for i, (text, seq) in enumerate(zip(texts, seqs, strict=True))]
         obj, prefix = ("chat.completion", "chatcmpl") if kind == "chat" else ("text_completion", "cmpl")
-        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": obj, "created": int(time.time()),
-                    "model": self.model_uid, "choices": choices,
-                    "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs))}
+        response = {
+            "id": f"{prefix}-{uuid.uuid4().hex}",
+            "object": obj,
+            "created": int(time.time()),
+            "model": self.model_uid,
+            "choices": choices,
+            "usage": usage(len(ids), sum(len(seq.generated) for seq in seqs)),
+        }
         if parser is not None:
             parser.fix_response(response)  # also keeps one call per message when parallel_tool_calls is false
         return response
@@ -185,8 +200,12 @@ class BatchingEngine(Engine):
         reason = seq.finish_reason or "stop"
         entries = seq.token_logprobs if seq.params.logprobs else []
         if kind == "chat":
-            return {"index": index, "message": {"role": "assistant", "content": text},
-                    "logprobs": chat_logprobs(self._tokenizer, entries) if entries else None, "finish_reason": reason}
+            return {
+                "index": index,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": chat_logprobs(self._tokenizer, entries) if entries else None,
+                "finish_reason": reason,
+            }
         logprobs = completion_logprobs(self._tokenizer, entries) if seq.params.logprobs else None
         return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
 
@@ -194,8 +213,16 @@ class BatchingEngine(Engine):
         ids, plan, parser = await self._build(kind, request)
         stream = ChunkStream()
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        group = StreamGroup(stream, kind, self.model_uid, len(ids), plan.n, include_usage,
-                            parser.stream() if parser is not None else None, self._tokenizer)
+        group = StreamGroup(
+            stream,
+            kind,
+            self.model_uid,
+            len(ids),
+            plan.n,
+            include_usage,
+            parser.stream() if parser is not None else None,
+            self._tokenizer,
+        )
         group.start(plan.n)
         seqs = self._sequences(ids, plan, [StreamSink(group, i) for i in range(plan.n)])
         scheduler = self._ready()

@@ -49,13 +49,13 @@ class IncrementalDecoder:
         """The text the ids after the last call add ("" while a character is incomplete and ``final`` is False)."""
         if self._read >= len(ids):
             return ""
-        window = self._decode(tokenizer, ids[self._context:])
+        window = self._decode(tokenizer, ids[self._context :])
         if window.endswith("\ufffd") and not final and len(ids) - self._read < MAX_PENDING:
             return ""
-        context = self._decode(tokenizer, ids[self._context:self._read]) if self._read > self._context else ""
+        context = self._decode(tokenizer, ids[self._context : self._read]) if self._read > self._context else ""
         if window.startswith(context):
-            new = window[len(context):]
+            new = window[len(context) :]
         else:  # the tokenizer rewrote the context next to the new ids: keep what was sent, add the rest
-            new = window[len(os.path.commonprefix([context, window])):]
+            new = window[len(os.path.commonprefix([context, window])) :]
         self._context, self._read = self._read, len(ids)
         return new

@@ -151,9 +151,16 @@ class DecodeLoop:
     def stats(self) -> dict[str, Any]:
         """Counters; ``running`` counts the unfinished sequences in the batch (an abandoned one until it has left)."""
         running = sum(1 for seq in self._live() if seq.finish_reason is None)
-        return {"decode_steps": self.steps, "running": running, "waiting": len(self._waiting),
-                "max_batch_seen": self.max_batch_seen, "max_num_seqs": self.max_num_seqs,
-                "finished": self.finished, "aborted": self.aborted, "generated_tokens": self.generated_tokens}
+        return {
+            "decode_steps": self.steps,
+            "running": running,
+            "waiting": len(self._waiting),
+            "max_batch_seen": self.max_batch_seen,
+            "max_num_seqs": self.max_num_seqs,
+            "finished": self.finished,
+            "aborted": self.aborted,
+            "generated_tokens": self.generated_tokens,
+        }
 
     # -- the loop (its thread) ---------------------------------------------------------------------------------
     def _main(self) -> None:

@@ -41,8 +41,9 @@ def chat_logprobs(tokenizer: Any, entries: list[tuple[int, float, list[tuple[int
     return {"content": content}
 
 
-def completion_logprobs(tokenizer: Any, entries: list[tuple[int, float, list[tuple[int, float]]]],
-                        offset: int = 0) -> dict[str, Any]:
+def completion_logprobs(
+    tokenizer: Any, entries: list[tuple[int, float, list[tuple[int, float]]]], offset: int = 0
+) -> dict[str, Any]:
     """The legacy completions ``logprobs`` object (tokens, token_logprobs, top_logprobs, text_offset)."""
     tokens, values, tops, offsets = [], [], [], []
     for token, logprob, top in entries:
@@ -58,8 +59,17 @@ def completion_logprobs(tokenizer: Any, entries: list[tuple[int, float, list[tup
 class StreamGroup:
     """The shared end of one streamed request's choices: chunk ids, the rewriter, the usage chunk."""
 
-    def __init__(self, stream: ChunkStream, kind: str, uid: str, prompt_tokens: int, choices: int,
-                 include_usage: bool, rewriter: ChunkRewriter | None, tokenizer: Any) -> None:
+    def __init__(
+        self,
+        stream: ChunkStream,
+        kind: str,
+        uid: str,
+        prompt_tokens: int,
+        choices: int,
+        include_usage: bool,
+        rewriter: ChunkRewriter | None,
+        tokenizer: Any,
+    ) -> None:
         self.stream = stream
         self.kind = kind
         self.uid = uid
@@ -77,14 +87,15 @@ class StreamGroup:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.uid, "choices": choices}
 
     def push(self, chunk: dict[str, Any]) -> None:
-        for out in (self.rewriter.process(chunk) if self.rewriter is not None else [chunk]):
+        for out in self.rewriter.process(chunk) if self.rewriter is not None else [chunk]:
             self.stream.push(out)
 
     def start(self, choices: int) -> None:
         if self.kind == "chat":
             for index in range(choices):
-                self.push(self.chunk([{"index": index, "delta": {"role": "assistant", "content": ""},
-                                       "finish_reason": None}]))
+                self.push(
+                    self.chunk([{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+                )
 
     def ended(self, generated: int) -> None:
         self.completion_tokens += generated
@@ -113,11 +124,14 @@ class StreamSink:
 
     def _choice(self, seq: Sequence, text: str | None, finish: str | None) -> dict[str, Any]:
         group = self.group
-        entries = seq.token_logprobs[self.sent_logprobs:] if seq.params.logprobs else []
+        entries = seq.token_logprobs[self.sent_logprobs :] if seq.params.logprobs else []
         self.sent_logprobs += len(entries)
         if group.kind == "chat":
-            choice: dict[str, Any] = {"index": self.index, "delta": {} if text is None else {"content": text},
-                                      "finish_reason": finish}
+            choice: dict[str, Any] = {
+                "index": self.index,
+                "delta": {} if text is None else {"content": text},
+                "finish_reason": finish,
+            }
             if entries:
                 choice["logprobs"] = chat_logprobs(group.tokenizer, entries)
             return choice

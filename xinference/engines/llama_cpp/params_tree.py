@@ -37,12 +37,46 @@ __all__ = [
 #: Paths the platform owns: the weights it resolved, and llama.cpp's HTTP port, which must stay on loopback behind
 #: a key nobody else knows. A prefix ending in ``.`` covers a whole subtree.
 MANAGED_PATHS: tuple[str, ...] = (
-    "model.", "mmproj.", "model_alias", "model_tags", "hostnames", "port", "reuse_port", "api_keys", "api_prefix",
-    "ssl_file_cert", "ssl_file_key", "endpoint_metrics", "endpoint_props", "endpoint_slots", "cors_",
-    "public_path", "ui", "ui_config_json", "ui_mcp_proxy", "mcp_servers_config", "mcp_servers_json",
-    "server_tools", "server_tools_runtime", "models_dir", "models_preset", "models_preset_hf", "models_autoload",
-    "models_max", "hf_token", "offline", "n_threads_http", "timeout_read", "timeout_write", "slot_save_path",
-    "path_prompts_log_dir", "logits_file", "logits_output_dir", "out_file", "prompt_file", "path_prompt_cache",
+    "model.",
+    "mmproj.",
+    "model_alias",
+    "model_tags",
+    "hostnames",
+    "port",
+    "reuse_port",
+    "api_keys",
+    "api_prefix",
+    "ssl_file_cert",
+    "ssl_file_key",
+    "endpoint_metrics",
+    "endpoint_props",
+    "endpoint_slots",
+    "cors_",
+    "public_path",
+    "ui",
+    "ui_config_json",
+    "ui_mcp_proxy",
+    "mcp_servers_config",
+    "mcp_servers_json",
+    "server_tools",
+    "server_tools_runtime",
+    "models_dir",
+    "models_preset",
+    "models_preset_hf",
+    "models_autoload",
+    "models_max",
+    "hf_token",
+    "offline",
+    "n_threads_http",
+    "timeout_read",
+    "timeout_write",
+    "slot_save_path",
+    "path_prompts_log_dir",
+    "logits_file",
+    "logits_output_dir",
+    "out_file",
+    "prompt_file",
+    "path_prompt_cache",
     "sleep_idle_seconds",
 )
 
@@ -142,7 +176,7 @@ def _enum_name(member: Any) -> str:
     """The short, lower-case name of an enum member: ``COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE`` -> ``ngram_simple``."""
     members = list(type(member).__members__)
     prefix = _common_prefix(members)
-    return str(member.name)[len(prefix):].lower()
+    return str(member.name)[len(prefix) :].lower()
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -179,9 +213,11 @@ class ParamTree:
         if not close:
             # a typo in the last part of a real subtree: suggest that subtree's fields
             parent = path.rpartition(".")[0]
-            close = difflib.get_close_matches(
-                path, [p for p in self.leaves if p.startswith(parent + ".")], n=3, cutoff=0.0
-            ) if parent and any(p.startswith(parent + ".") for p in self.leaves) else []
+            close = (
+                difflib.get_close_matches(path, [p for p in self.leaves if p.startswith(parent + ".")], n=3, cutoff=0.0)
+                if parent and any(p.startswith(parent + ".") for p in self.leaves)
+                else []
+            )
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise InvalidRequest(f"llama.cpp has no parameter {path!r}{hint}", param=path)
 
@@ -216,8 +252,11 @@ class ParamTree:
             items = value
             if isinstance(value, str):
                 stripped = value.strip()
-                items = (_json_or_fail(stripped, given, "a list") if stripped.startswith("[")
-                         else [part.strip() for part in re.split(r"[,;]", stripped) if part.strip()])
+                items = (
+                    _json_or_fail(stripped, given, "a list")
+                    if stripped.startswith("[")
+                    else [part.strip() for part in re.split(r"[,;]", stripped) if part.strip()]
+                )
             elif not isinstance(value, (list, tuple, set)):
                 items = [value]
             return [self._scalar(leaf, item, given) for item in items]
@@ -275,9 +314,9 @@ class ParamTree:
             wanted = value.strip().upper().replace("-", "_")
             prefix = _common_prefix(list(members))
             for name, member in members.items():
-                if wanted in (name, name[len(prefix):]):
+                if wanted in (name, name[len(prefix) :]):
                     return member
-        names = ", ".join(n[len(_common_prefix(list(members))):].lower() for n in members if not n.endswith("_COUNT"))
+        names = ", ".join(n[len(_common_prefix(list(members))) :].lower() for n in members if not n.endswith("_COUNT"))
         raise InvalidRequest(f"llama.cpp's {given!r} takes one of: {names}; got {value!r}", param=given)
 
     # -- applying -----------------------------------------------------------------------------------------------

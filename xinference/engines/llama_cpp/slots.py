@@ -132,8 +132,9 @@ class ServerCounters:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         found = parse_metrics(text, {_PREFIX + name for name in LLAMA_METRICS})
         if found:
-            self._last = {ours: found[_PREFIX + theirs] for theirs, ours in LLAMA_METRICS.items()
-                          if _PREFIX + theirs in found}
+            self._last = {
+                ours: found[_PREFIX + theirs] for theirs, ours in LLAMA_METRICS.items() if _PREFIX + theirs in found
+            }
         else:  # llama.cpp answered with an error object (its metrics endpoint off) or nothing it knows
             logger.debug("llama.cpp's metrics page had none of the expected counters: %.200s", text)
 

@@ -49,8 +49,7 @@ def plan_speculation(cfg: ResolvedLlamaCppConfig, target_path: str) -> tuple[dic
     if draft is not None:
         explicit = [path for path in SELECTOR_PATHS if path in user]
         if draft.source == "catalog" and explicit:
-            logger.info("speculative options %s were given: the catalog draft %s is not attached", explicit,
-                        draft.name)
+            logger.info("speculative options %s were given: the catalog draft %s is not attached", explicit, draft.name)
             summary["ignored_draft"] = f"{draft.name} (explicit {', '.join(explicit)} win)"
         else:
             check_draft_compatible(target_path, draft)
@@ -95,5 +94,9 @@ class SpeculationCounters:
         with self._lock:
             rate = self.accepted / self.drafted if self.drafted else None
             # the names vLLM's and SGLang's adapters report too
-            return {"spec_requests": self.requests, "spec_draft_tokens": self.drafted,
-                    "spec_accepted_tokens": self.accepted, "spec_acceptance_rate": rate}
+            return {
+                "spec_requests": self.requests,
+                "spec_draft_tokens": self.drafted,
+                "spec_accepted_tokens": self.accepted,
+                "spec_acceptance_rate": rate,
+            }

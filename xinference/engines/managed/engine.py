@@ -83,8 +83,14 @@ _CONTEXT_OVERFLOW = re.compile(
     re.IGNORECASE,
 )
 #: vLLM-only fields that come back as null on every answer and mean nothing to an OpenAI client
-_VENDOR_NULLS = ("token_ids", "routed_experts", "stop_reason", "prompt_logprobs", "prompt_token_ids",
-                 "kv_transfer_params")
+_VENDOR_NULLS = (
+    "token_ids",
+    "routed_experts",
+    "stop_reason",
+    "prompt_logprobs",
+    "prompt_token_ids",
+    "kv_transfer_params",
+)
 #: ``reasoning_effort`` values the servers also take at the top level (gpt-oss reads them there); they may refuse others
 _NATIVE_EFFORTS = ("low", "medium", "high")
 
@@ -233,8 +239,9 @@ class ManagedServerEngine(Engine):
             return str(python)
         if importlib.util.find_spec(cls.module) is not None:
             return sys.executable
-        raise LaunchFailed(f"{cls.name} is not installed on this worker; install it with "
-                           f"`xinference engine install {cls.name}`")
+        raise LaunchFailed(
+            f"{cls.name} is not installed on this worker; install it with `xinference engine install {cls.name}`"
+        )
 
     # -- what to start (per engine) ------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -273,7 +280,8 @@ class ManagedServerEngine(Engine):
         self._server = ServerProcess(f"{self.name} server for {self.model_uid}", argv, env)
         await asyncio.to_thread(self._server.start)
         self._client = httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {api_key}"},
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {api_key}"},
             timeout=httpx.Timeout(None, connect=10.0),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
@@ -292,8 +300,10 @@ class ManagedServerEngine(Engine):
         while True:
             code = server.returncode()
             if code is not None:
-                raise LaunchFailed(f"{self.name}'s server exited with code {code} while starting"
-                                   f"{_cause(server)}; it printed last:\n{server.tail(5)}")
+                raise LaunchFailed(
+                    f"{self.name}'s server exited with code {code} while starting"
+                    f"{_cause(server)}; it printed last:\n{server.tail(5)}"
+                )
             try:
                 response = await client.get(self.health_path, timeout=5.0)
                 if response.status_code == 200:
@@ -303,11 +313,14 @@ class ManagedServerEngine(Engine):
                 pass
             now = time.monotonic()
             if now > deadline:
-                raise LaunchFailed(f"{self.name}'s server was not ready after {self.start_timeout_s:.0f}s"
-                                   f"{_cause(server)}; it printed last:\n{server.tail(5)}")
+                raise LaunchFailed(
+                    f"{self.name}'s server was not ready after {self.start_timeout_s:.0f}s"
+                    f"{_cause(server)}; it printed last:\n{server.tail(5)}"
+                )
             last = server.tail(1).splitlines()
             self.stage = f"waiting for {self.name} to load the model ({now - started:.0f}s)" + (
-                f": {last[-1][-160:]}" if last else "")
+                f": {last[-1][-160:]}" if last else ""
+            )
             await asyncio.sleep(0.5)
 
     async def unload(self) -> None:
@@ -329,8 +342,9 @@ class ManagedServerEngine(Engine):
         server, client = self._require()
         code = server.returncode()
         if code is not None:
-            raise EngineError(f"{self.name}'s server exited with code {code}{_cause(server)}; it printed last:\n"
-                              f"{server.tail(5)}")
+            raise EngineError(
+                f"{self.name}'s server exited with code {code}{_cause(server)}; it printed last:\n{server.tail(5)}"
+            )
         try:
             response = await client.get(self.health_path, timeout=10.0)
             if response.status_code == 200:
@@ -352,8 +366,11 @@ class ManagedServerEngine(Engine):
             return {}
         try:
             response = await self._client.get("/metrics", timeout=5.0)
-            found = (parse_metrics(response.text, set(self.metric_names.values()), self.averaged_metrics)
-                     if response.is_success else {})
+            found = (
+                parse_metrics(response.text, set(self.metric_names.values()), self.averaged_metrics)
+                if response.is_success
+                else {}
+            )
         except httpx.HTTPError:
             return dict(self._stats)
         stats = {ours: found[theirs] for ours, theirs in self.metric_names.items() if theirs in found}
@@ -417,7 +434,9 @@ class ManagedServerEngine(Engine):
             raise UnsupportedOption(
                 f"model {self.model_uid!r} declares no tool-call format {self.name} can parse, so tool_choice "
                 f"'auto' cannot work; relaunch with the tool_call_parser option, or force a call with tool_choice "
-                f"'required' or a named function", param="tools")
+                f"'required' or a named function",
+                param="tools",
+            )
 
     def tool_parser(self) -> str | None:
         """The server's tool-call parser for this model (None: automatic tool choice is off)."""
@@ -428,8 +447,9 @@ class ManagedServerEngine(Engine):
         try:
             response = await client.post(path, json=body)
         except httpx.TransportError as exc:
-            raise ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} is not answering: "
-                                   f"{type(exc).__name__}") from exc
+            raise ModelUnavailable(
+                f"{self.name}'s server for {self.model_uid!r} is not answering: {type(exc).__name__}"
+            ) from exc
         if response.status_code >= 400:
             raise error_from_server(self.name, response.status_code, response.content)
         data: dict[str, Any] = response.json()
@@ -449,8 +469,9 @@ class ManagedServerEngine(Engine):
         normalize, push = self._normalize, stream.push
         response: SSEResponse | None = None
         try:
-            response = await open_sse("127.0.0.1", self._port, path, {"Authorization": f"Bearer {self.api_key}"},
-                                      json.dumps(body).encode())
+            response = await open_sse(
+                "127.0.0.1", self._port, path, {"Authorization": f"Bearer {self.api_key}"}, json.dumps(body).encode()
+            )
             if response.status >= 400:
                 stream.finish(error_from_server(self.name, response.status, await response.read_body()))
                 return
@@ -467,8 +488,9 @@ class ManagedServerEngine(Engine):
             stream.finish()
             raise
         except (OSError, asyncio.IncompleteReadError) as exc:
-            stream.finish(ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} stopped answering: "
-                                           f"{type(exc).__name__}"))
+            stream.finish(
+                ModelUnavailable(f"{self.name}'s server for {self.model_uid!r} stopped answering: {type(exc).__name__}")
+            )
             return
         except ValueError as exc:
             stream.finish(EngineError(f"{self.name} sent a malformed stream chunk: {exc}"))

@@ -44,7 +44,8 @@ _LOG_PREFIX = re.compile(
 )
 #: the last line of a Python traceback: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``, a bare name
 _EXCEPTION_LINE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|KeyboardInterrupt|SystemExit)(?::\s.*|:?)$")
+    r"^(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|KeyboardInterrupt|SystemExit)(?::\s.*|:?)$"
+)
 #: exceptions that only point elsewhere ("Engine core initialization failed. See root cause above.")
 _POINTER = re.compile(r"see (?:the )?(?:root cause|stack trace|above|logs?\b)|for (?:the )?root cause", re.IGNORECASE)
 
@@ -140,8 +141,14 @@ class ServerProcess:
     the model process's own fds 1/2 write to), else a temporary file removed on ``stop``.
     """
 
-    def __init__(self, label: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path | None = None,
-                 stop_grace_s: float = 8.0) -> None:
+    def __init__(
+        self,
+        label: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path | None = None,
+        stop_grace_s: float = 8.0,
+    ) -> None:
         self.label = label
         self.argv = list(argv)
         self.env = dict(env)
@@ -175,7 +182,12 @@ class ServerProcess:
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=self.env, start_new_session=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=self.env,
+                start_new_session=True,
             )
         except OSError as exc:
             raise LaunchFailed(f"could not start {self.label}: {exc}") from exc
@@ -185,7 +197,9 @@ class ServerProcess:
         try:
             self.watchdog = subprocess.Popen(
                 [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(self.stop_grace_s)],
-                stdin=read_end, stdout=subprocess.DEVNULL, start_new_session=True,
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
             )
         finally:
             os.close(read_end)

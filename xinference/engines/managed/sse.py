@@ -24,8 +24,9 @@ class SSEResponse:
     """An open streamed answer: ``status``, then ``events()`` (each ``data:`` payload as bytes) or, for an error,
     ``read_body()``. ``close()`` drops the connection (the server aborts the request)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int,
-                 headers: dict[str, str]) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, headers: dict[str, str]
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self.status = status
@@ -85,14 +86,21 @@ class SSEResponse:
         self._writer.close()
 
 
-async def open_sse(host: str, port: int, path: str, headers: dict[str, str], body: bytes,
-                   connect_timeout: float = 10.0) -> SSEResponse:
+async def open_sse(
+    host: str, port: int, path: str, headers: dict[str, str], body: bytes, connect_timeout: float = 10.0
+) -> SSEResponse:
     """POST ``body`` (JSON) to ``path`` and return once the answer's status line and headers are read. Raises
     OSError (ConnectionError, TimeoutError) when the server cannot be reached."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=connect_timeout)
     try:
-        head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json",
-                "Accept: text/event-stream", f"Content-Length: {len(body)}", "Connection: close"]
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {host}:{port}",
+            "Content-Type: application/json",
+            "Accept: text/event-stream",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+        ]
         head += [f"{name}: {value}" for name, value in headers.items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()

@@ -27,8 +27,9 @@ def _functions(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for tool in request.get("tools") or ():
         function = tool.get("function") if isinstance(tool, dict) else None
         if tool.get("type", "function") != "function" or not isinstance(function, dict) or not function.get("name"):
-            raise InvalidRequest("each tool must be {'type': 'function', 'function': {'name': ..., 'parameters': "
-                                 "...}}", param="tools")
+            raise InvalidRequest(
+                "each tool must be {'type': 'function', 'function': {'name': ..., 'parameters': ...}}", param="tools"
+            )
         functions[str(function["name"])] = function
     return functions
 
@@ -38,8 +39,7 @@ def _parameters(function: dict[str, Any]) -> dict[str, Any]:
     if parameters is None:
         return {"type": "object", "properties": {}}
     if not isinstance(parameters, dict):
-        raise InvalidRequest(f"tool {function['name']!r}: parameters must be a JSON schema object",
-                             param="tools")
+        raise InvalidRequest(f"tool {function['name']!r}: parameters must be a JSON schema object", param="tools")
     return parameters
 
 
@@ -56,12 +56,16 @@ def forced_tool_call(request: dict[str, Any]) -> ForcedToolCall | None:
     elif isinstance(choice, dict) and isinstance(choice.get("function"), dict) and choice["function"].get("name"):
         name = str(choice["function"]["name"])
         if name not in functions:
-            raise InvalidRequest(f"tool_choice names {name!r}, which is not among the tools "
-                                 f"({', '.join(functions)})", param="tool_choice")
+            raise InvalidRequest(
+                f"tool_choice names {name!r}, which is not among the tools ({', '.join(functions)})",
+                param="tool_choice",
+            )
         names = [name]
     else:
-        raise InvalidRequest("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': "
-                             "{'name': ...}}", param="tool_choice")
+        raise InvalidRequest(
+            "tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+            param="tool_choice",
+        )
     return ForcedToolCall({name: functions[name] for name in names}, request)
 
 
@@ -81,12 +85,17 @@ class ForcedToolCall:
         alternative per candidate."""
         if self.single is not None:
             return _parameters(self.functions[self.single])
-        return {"anyOf": [
-            {"type": "object", "properties": {"name": {"type": "string", "enum": [name]},
-                                              "arguments": _parameters(function)},
-             "required": ["name", "arguments"], "additionalProperties": False}
-            for name, function in self.functions.items()
-        ]}
+        return {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "enum": [name]}, "arguments": _parameters(function)},
+                    "required": ["name", "arguments"],
+                    "additionalProperties": False,
+                }
+                for name, function in self.functions.items()
+            ]
+        }
 
     @property
     def request(self) -> dict[str, Any]:
@@ -94,22 +103,31 @@ class ForcedToolCall:
         body = dict(self.original)
         body["tool_choice"] = "none"
         body.pop("parallel_tool_calls", None)
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "tool_call", "schema": self.schema(), "strict": True}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": self.schema(), "strict": True},
+        }
         body["messages"] = self._with_instruction(list(body.get("messages") or ()))
         return body
 
     def _with_instruction(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.single is not None:
             function = self.functions[self.single]
-            what = (f"Call the function {self.single!r} now: answer only with its arguments as a JSON object. "
-                    f"{function.get('description') or ''}".strip())
+            what = (
+                f"Call the function {self.single!r} now: answer only with its arguments as a JSON object. "
+                f"{function.get('description') or ''}".strip()
+            )
         else:
-            what = ("Call one of these functions now: answer only with a JSON object {\"name\": ..., \"arguments\": "
-                    "{...}}. Functions: " + "; ".join(f"{name}: {f.get('description') or ''}".strip()
-                                                     for name, f in self.functions.items()))
-        if messages and messages[0].get("role") in ("system", "developer") and isinstance(messages[0].get("content"),
-                                                                                        str):
+            what = (
+                'Call one of these functions now: answer only with a JSON object {"name": ..., "arguments": '
+                "{...}}. Functions: "
+                + "; ".join(f"{name}: {f.get('description') or ''}".strip() for name, f in self.functions.items())
+            )
+        if (
+            messages
+            and messages[0].get("role") in ("system", "developer")
+            and isinstance(messages[0].get("content"), str)
+        ):
             messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{what}"}
         else:
             messages.insert(0, {"role": "system", "content": what})
@@ -121,8 +139,11 @@ class ForcedToolCall:
         message = choice.get("message") or {}
         text = message.get("content") or ""
         if choice.get("finish_reason") == "length":
-            raise InvalidRequest(f"max_tokens ended the forced call to {' / '.join(self.functions)} before its "
-                                 f"arguments were complete; raise max_tokens", param="max_tokens")
+            raise InvalidRequest(
+                f"max_tokens ended the forced call to {' / '.join(self.functions)} before its "
+                f"arguments were complete; raise max_tokens",
+                param="max_tokens",
+            )
         try:
             value = json.loads(text)
         except ValueError as exc:
@@ -134,8 +155,11 @@ class ForcedToolCall:
                 raise EngineError(f"the model's forced tool call names no known function: {text[:200]!r}")
             name, arguments = str(value["name"]), value.get("arguments")
         _validate(arguments, _parameters(self.functions[name]), name)
-        call = {"id": call_id or f"call_{secrets.token_hex(12)}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+        call = {
+            "id": call_id or f"call_{secrets.token_hex(12)}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        }
         new_message = {"role": "assistant", "content": None, "tool_calls": [call]}
         if message.get("reasoning_content"):
             new_message["reasoning_content"] = message["reasoning_content"]
@@ -144,12 +168,18 @@ class ForcedToolCall:
     @staticmethod
     def as_chunks(reply: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
         """A finished forced-call reply as the chunks of a stream (the call arrives whole, in one delta)."""
-        base = {"id": reply.get("id") or f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk",
-                "created": reply.get("created") or int(time.time()), "model": reply.get("model")}
+        base = {
+            "id": reply.get("id") or f"chatcmpl-{secrets.token_hex(12)}",
+            "object": "chat.completion.chunk",
+            "created": reply.get("created") or int(time.time()),
+            "model": reply.get("model"),
+        }
         call = reply["choices"][0]["message"]["tool_calls"][0]
         delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call}]}
-        chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-                  {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ]
         if include_usage and reply.get("usage"):
             chunks.append({**base, "choices": [], "usage": reply["usage"]})
         return chunks
@@ -168,5 +198,4 @@ def _validate(arguments: Any, schema: dict[str, Any], name: str) -> None:
     except jsonschema.ValidationError as exc:
         raise EngineError(f"the model's call to {name!r} does not match its parameters: {exc.message}") from exc
     except jsonschema.SchemaError as exc:
-        raise InvalidRequest(f"tool {name!r} has an invalid parameters schema: {exc.message}",
-                             param="tools") from exc
+        raise InvalidRequest(f"tool {name!r} has an invalid parameters schema: {exc.message}", param="tools") from exc

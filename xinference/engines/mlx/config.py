@@ -22,16 +22,24 @@ class MLXConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_num_seqs: int | None = Field(
-        default=None, ge=1, le=1024,
-        description="sequences decoded together (mlx-lm's batch generator); 1 decodes one request at a time")
-    max_model_len: int | None = Field(default=None, ge=16, le=1 << 21,
-                                      description="prompt + completion tokens (default: the model's context)")
-    prefill_step_size: int = Field(default=512, ge=16, le=1 << 16,
-                                   description="prompt tokens per forward pass while prefilling")
+        default=None,
+        ge=1,
+        le=1024,
+        description="sequences decoded together (mlx-lm's batch generator); 1 decodes one request at a time",
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=16, le=1 << 21, description="prompt + completion tokens (default: the model's context)"
+    )
+    prefill_step_size: int = Field(
+        default=512, ge=16, le=1 << 16, description="prompt tokens per forward pass while prefilling"
+    )
     n_threads: int | None = Field(
-        default=None, ge=1, le=1024,
+        default=None,
+        ge=1,
+        le=1024,
         description="OpenBLAS threads on Linux (default: every core; measured on 2 busy cores, SmolLM2-135M "
-                    "decoded 11 tok/s with 2 threads and 7 with 1)")
+        "decoded 11 tok/s with 2 threads and 7 with 1)",
+    )
     trust_remote_code: bool = False
 
     def resolve(self, *, cpu_count: int, metal: bool, context_length: int | None) -> ResolvedMLXConfig:

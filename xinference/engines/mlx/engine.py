@@ -100,8 +100,9 @@ class MLXEngine(BatchingEngine):
         """Apple silicon (Metal), or Linux on x86_64/arm64 (the ``mlx[cpu]`` wheels)."""
         if hardware.is_apple_silicon or (hardware.os == "linux" and hardware.arch in ("x86_64", "arm64")):
             return Verdict.ok()
-        return Verdict.reject(f"MLX runs on macOS with Apple silicon or on Linux CPUs; this worker is "
-                              f"{hardware.os} {hardware.arch}")
+        return Verdict.reject(
+            f"MLX runs on macOS with Apple silicon or on Linux CPUs; this worker is {hardware.os} {hardware.arch}"
+        )
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
@@ -135,20 +136,27 @@ class MLXEngine(BatchingEngine):
     # -- life cycle --------------------------------------------------------------------------------------------
     async def load(self) -> None:
         assert isinstance(self.config, MLXConfig)
-        self.resolved = cfg = self.config.resolve(cpu_count=self.hardware.cpu_count,
-                                                  metal=self.hardware.is_apple_silicon,
-                                                  context_length=self.family.context_length)
+        self.resolved = cfg = self.config.resolve(
+            cpu_count=self.hardware.cpu_count,
+            metal=self.hardware.is_apple_silicon,
+            context_length=self.family.context_length,
+        )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local: never reach for the hub
         blas = preload_openblas(cfg.n_threads) if self.hardware.os == "linux" else None
-        logger.info("loading %s with MLX (BLAS: %s): %s", self.model_uid, blas or "mlx's own",
-                    cfg.model_dump())
+        logger.info("loading %s with MLX (BLAS: %s): %s", self.model_uid, blas or "mlx's own", cfg.model_dump())
         try:
             import mlx_lm  # noqa: F401
         except ImportError as exc:
-            raise LaunchFailed(f"MLX needs mlx and mlx-lm in this model process (install them with "
-                               f"`xinference engine install MLX`): {exc}") from exc
-        scheduler = Scheduler(self._load_model, max_num_seqs=cfg.max_num_seqs,
-                              prefill_step_size=cfg.prefill_step_size, name=f"mlx-{self.model_uid}")
+            raise LaunchFailed(
+                f"MLX needs mlx and mlx-lm in this model process (install them with "
+                f"`xinference engine install MLX`): {exc}"
+            ) from exc
+        scheduler = Scheduler(
+            self._load_model,
+            max_num_seqs=cfg.max_num_seqs,
+            prefill_step_size=cfg.prefill_step_size,
+            name=f"mlx-{self.model_uid}",
+        )
         await self._start_loop(scheduler, with_type=True)
         self._template = find_chat_template(self.family, self.model_path)
         self._stop_token_ids = self._collect_stop_ids(scheduler.tokenizer)
@@ -185,15 +193,21 @@ class MLXEngine(BatchingEngine):
     def _render(self, request: dict[str, Any]) -> str:
         """The chat prompt from the sandboxed template; tools described in a system message when it ignores them."""
         if self._template is None:
-            raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
-                                 param="messages")
+            raise InvalidRequest(
+                f"model {self.model_uid!r} has no chat template; use /v1/completions", param="messages"
+            )
         messages = request["messages"]
         tools = request.get("tools") or None
         if tools and not template_renders_tools(self._template):
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
-        return render(self._template, messages, tools=tools, special_tokens=special_tokens_of(self._tokenizer),
-                      template_kwargs=template_kwargs(request),
-                      limits=RenderLimits.for_context(self._max_model_len()))
+        return render(
+            self._template,
+            messages,
+            tools=tools,
+            special_tokens=special_tokens_of(self._tokenizer),
+            template_kwargs=template_kwargs(request),
+            limits=RenderLimits.for_context(self._max_model_len()),
+        )
 
     def _hf_tokenizer(self) -> Any:
         return getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer
@@ -209,8 +223,14 @@ class MLXEngine(BatchingEngine):
         if plan.constraint is not None:
             assert self._grammar_tok is not None
             grammar = GrammarMask(plan.constraint.matcher(self._grammar_tok), self._vocab_size)
-        return Sequence(ids, params, sink, sampler=make_sampler(params), processors=make_processors(params, grammar),
-                        grammar=grammar)
+        return Sequence(
+            ids,
+            params,
+            sink,
+            sampler=make_sampler(params),
+            processors=make_processors(params, grammar),
+            grammar=grammar,
+        )
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""

@@ -93,15 +93,17 @@ def make_processors(params: SamplingParams, grammar: GrammarMask | None = None) 
     """
     from mlx_lm.sample_utils import make_logits_processors
 
-    processors: list[Any] = list(make_logits_processors(
-        logit_bias=dict(params.logit_bias) or None,
-        repetition_penalty=params.repetition_penalty if params.repetition_penalty != 1.0 else None,
-        repetition_context_size=REPETITION_CONTEXT,
-        presence_penalty=params.presence_penalty or None,
-        presence_context_size=params.max_tokens,
-        frequency_penalty=params.frequency_penalty or None,
-        frequency_context_size=params.max_tokens,
-    ))
+    processors: list[Any] = list(
+        make_logits_processors(
+            logit_bias=dict(params.logit_bias) or None,
+            repetition_penalty=params.repetition_penalty if params.repetition_penalty != 1.0 else None,
+            repetition_context_size=REPETITION_CONTEXT,
+            presence_penalty=params.presence_penalty or None,
+            presence_context_size=params.max_tokens,
+            frequency_penalty=params.frequency_penalty or None,
+            frequency_context_size=params.max_tokens,
+        )
+    )
     if grammar is not None:
         processors.append(grammar)
     return processors

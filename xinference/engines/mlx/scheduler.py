@@ -64,8 +64,9 @@ class Scheduler(DecodeLoop):
 
     engine_label = "MLX"
 
-    def __init__(self, loader: Callable[[], tuple[Any, Any]], *, max_num_seqs: int, prefill_step_size: int,
-                 name: str = "mlx") -> None:
+    def __init__(
+        self, loader: Callable[[], tuple[Any, Any]], *, max_num_seqs: int, prefill_step_size: int, name: str = "mlx"
+    ) -> None:
         super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.prefill_step_size = prefill_step_size
         self.mode = "batch"
@@ -79,8 +80,9 @@ class Scheduler(DecodeLoop):
     def _on_loaded(self) -> None:
         if self.max_num_seqs == 1 or not batch_api_available():
             if self.max_num_seqs > 1:
-                logger.warning("%s: this mlx-lm has no per-sequence batch generator; decoding one request at "
-                               "a time", self._name)
+                logger.warning(
+                    "%s: this mlx-lm has no per-sequence batch generator; decoding one request at a time", self._name
+                )
             self.mode, self.max_num_seqs = "single", 1
         else:
             self._generator = self._new_generator()
@@ -97,9 +99,12 @@ class Scheduler(DecodeLoop):
     def _new_generator(self) -> Any:
         from mlx_lm.generate import BatchGenerator
 
-        return BatchGenerator(self.model, completion_batch_size=self.max_num_seqs,
-                              prefill_batch_size=min(self.max_num_seqs, 8),
-                              prefill_step_size=self.prefill_step_size)
+        return BatchGenerator(
+            self.model,
+            completion_batch_size=self.max_num_seqs,
+            prefill_batch_size=min(self.max_num_seqs, 8),
+            prefill_step_size=self.prefill_step_size,
+        )
 
     def _reset_batch(self) -> None:
         self._running = {}
@@ -123,8 +128,13 @@ class Scheduler(DecodeLoop):
                 break
             assert isinstance(seq, Sequence)
             stops = StopSequences([[t] for t in sorted(seq.params.stop_token_ids)])
-            (uid,) = generator.insert([seq.prompt_ids], max_tokens=[seq.params.max_tokens], samplers=[seq.sampler],
-                                      logits_processors=[seq.processors], stop_sequences=[stops])
+            (uid,) = generator.insert(
+                [seq.prompt_ids],
+                max_tokens=[seq.params.max_tokens],
+                samplers=[seq.sampler],
+                logits_processors=[seq.processors],
+                stop_sequences=[stops],
+            )
             self._running[uid] = seq
         self.max_batch_seen = max(self.max_batch_seen, len(self._running))
         self._drop_done()
@@ -168,9 +178,14 @@ class Scheduler(DecodeLoop):
         self._running[0] = seq
         self.max_batch_seen = max(self.max_batch_seen, 1)
         try:
-            steps = generate_step(mx.array(seq.prompt_ids), self.model, max_tokens=seq.params.max_tokens,
-                                  sampler=seq.sampler or greedy_sampler, logits_processors=seq.processors or None,
-                                  prefill_step_size=self.prefill_step_size)
+            steps = generate_step(
+                mx.array(seq.prompt_ids),
+                self.model,
+                max_tokens=seq.params.max_tokens,
+                sampler=seq.sampler or greedy_sampler,
+                logits_processors=seq.processors or None,
+                prefill_step_size=self.prefill_step_size,
+            )
             for count, (token, logprobs) in enumerate(steps, start=1):
                 if seq.sink.cancelled or self._stopping:
                     break
@@ -216,4 +231,3 @@ def _record_logprobs(seq: Sequence, logprobs: Any, token: int) -> None:
         pairs = zip(ids.tolist(), row[ids].tolist(), strict=True)
         top = sorted(((int(i), float(v)) for i, v in pairs), key=lambda pair: -pair[1])
     seq.token_logprobs.append((token, float(row[token].item()), top))
-

@@ -140,8 +140,9 @@ class Batcher(Generic[In, Out]):
             self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _closed_error(self) -> ModelUnavailable:
-        return ModelUnavailable(f"{self._name}: the model is being unloaded; retry once it is running again",
-                                retry_after=1.0)
+        return ModelUnavailable(
+            f"{self._name}: the model is being unloaded; retry once it is running again", retry_after=1.0
+        )
 
     # -- collector --------------------------------------------------------------------------------------------
     async def _run(self) -> None:

@@ -9,9 +9,15 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DEFAULT_BATCH_WINDOW_MS", "DEFAULT_MAX_BATCH_SIZE", "ResolvedSentenceTransformersConfig",
-           "SentenceTransformersConfig", "default_threads", "passive_threads",
-           "usable_cores"]
+__all__ = [
+    "DEFAULT_BATCH_WINDOW_MS",
+    "DEFAULT_MAX_BATCH_SIZE",
+    "ResolvedSentenceTransformersConfig",
+    "SentenceTransformersConfig",
+    "default_threads",
+    "passive_threads",
+    "usable_cores",
+]
 
 #: Inputs per forward pass. On 2 CPU cores all-MiniLM-L6-v2 embeds 16 short sentences in one pass in ~65 ms
 #: against ~180 ms one at a time; past a few dozen inputs padding waste and latency grow faster than throughput.
@@ -60,11 +66,19 @@ class SentenceTransformersConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_batch_size: int = Field(default=DEFAULT_MAX_BATCH_SIZE, ge=1, le=4096, description="inputs per forward pass")
-    batch_window_ms: float = Field(default=DEFAULT_BATCH_WINDOW_MS, ge=0.0, le=1000.0,
-                                   description="quiet gap (ms) that closes the batching window; the window lasts "
-                                               "at most 4 gaps and opens only while requests are concurrent")
-    max_length: int | None = Field(default=None, ge=8, le=1 << 17,
-                                   description="tokens per input; longer inputs are truncated (default: the model's)")
+    batch_window_ms: float = Field(
+        default=DEFAULT_BATCH_WINDOW_MS,
+        ge=0.0,
+        le=1000.0,
+        description="quiet gap (ms) that closes the batching window; the window lasts "
+        "at most 4 gaps and opens only while requests are concurrent",
+    )
+    max_length: int | None = Field(
+        default=None,
+        ge=8,
+        le=1 << 17,
+        description="tokens per input; longer inputs are truncated (default: the model's)",
+    )
     n_threads: int | None = Field(default=None, ge=1, le=1024, description="torch CPU threads")
     truncate_dimensions: bool = Field(
         default=False,

@@ -86,8 +86,10 @@ class SentenceTransformersEngine(Engine):
 
     @classmethod
     def check_lib(cls) -> Verdict:
-        for module, distribution, minimum in (("torch", "torch", None),
-                                              ("sentence_transformers", "sentence-transformers", "3")):
+        for module, distribution, minimum in (
+            ("torch", "torch", None),
+            ("sentence_transformers", "sentence-transformers", "3"),
+        ):
             verdict = check_library(cls.name, module, distribution, minimum, _INSTALL_HINT)
             if not verdict:
                 return verdict
@@ -97,8 +99,9 @@ class SentenceTransformersEngine(Engine):
     async def load(self) -> None:
         assert isinstance(self.config, SentenceTransformersConfig)
         cores = usable_cores(self.hardware.cpu_count)
-        self.resolved = self.config.resolve(cpu_count=cores, gpu=self.hardware.cuda_available,
-                                            passive_wait=_passive_openmp())
+        self.resolved = self.config.resolve(
+            cpu_count=cores, gpu=self.hardware.cuda_available, passive_wait=_passive_openmp()
+        )
         # Weights are always local here: never let the hub client reach for the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         logger.info("loading %s with sentence-transformers: %s", self.model_uid, self.resolved.model_dump())
@@ -109,8 +112,9 @@ class SentenceTransformersEngine(Engine):
         try:
             self._model = await loop.run_in_executor(self._thread, self._load_model)
         except ImportError as exc:
-            raise LaunchFailed(f"sentence_transformers needs torch and sentence-transformers ({_INSTALL_HINT}): "
-                               f"{exc}") from exc
+            raise LaunchFailed(
+                f"sentence_transformers needs torch and sentence-transformers ({_INSTALL_HINT}): {exc}"
+            ) from exc
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
             raise LaunchFailed(f"sentence-transformers could not load {self.model_uid}: {exc}") from exc
         forward = self._embed_forward if self.family.model_type == "embedding" else self._rerank_forward
@@ -128,7 +132,9 @@ class SentenceTransformersEngine(Engine):
         cfg = self.resolved
         torch.set_num_threads(cfg.n_threads)
         common: dict[str, Any] = {
-            "device": cfg.device, "local_files_only": True, "trust_remote_code": cfg.trust_remote_code
+            "device": cfg.device,
+            "local_files_only": True,
+            "trust_remote_code": cfg.trust_remote_code,
         }
         if self.family.model_type == "embedding":
             from sentence_transformers import SentenceTransformer
@@ -197,8 +203,9 @@ class SentenceTransformersEngine(Engine):
         if self._direct:
             output = self._model(self._padded(encoded, group))["sentence_embedding"]
             return output.float().cpu().numpy()
-        return self._model.encode([texts[i] for i in group], batch_size=len(group), convert_to_numpy=True,
-                                  show_progress_bar=False)
+        return self._model.encode(
+            [texts[i] for i in group], batch_size=len(group), convert_to_numpy=True, show_progress_bar=False
+        )
 
     def _embed_forward(self, texts: list[str]) -> list[tuple[Any, int]]:
         import torch
@@ -242,8 +249,9 @@ class SentenceTransformersEngine(Engine):
             counts = [len(ids) for ids in encoded["input_ids"]]
             scores: list[float] = [0.0] * len(pairs)
             for group in plan_groups(counts):
-                values = self._model.predict([pairs[i] for i in group], batch_size=len(group),
-                                             convert_to_numpy=True, show_progress_bar=False)
+                values = self._model.predict(
+                    [pairs[i] for i in group], batch_size=len(group), convert_to_numpy=True, show_progress_bar=False
+                )
                 for index, value in zip(group, values, strict=True):
                     scores[index] = float(value)
         return list(zip(scores, counts, strict=True))

@@ -47,16 +47,31 @@ class SGLangConfig(BaseModel):
     ) -> list[str]:
         """The ``python -m sglang.launch_server`` command line (after the module name) for these options."""
         args = [
-            "--model-path", model_path,
-            "--served-model-name", served_model_name,
-            "--host", host,
-            "--port", str(port),
-            "--tp-size", str(self.tp_size or max(1, gpu_count)),
+            "--model-path",
+            model_path,
+            "--served-model-name",
+            served_model_name,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--tp-size",
+            str(self.tp_size or max(1, gpu_count)),
         ]
         return args + option_args(
             self,
-            valued=("dp_size", "mem_fraction_static", "context_length", "max_running_requests", "max_total_tokens",
-                    "chunked_prefill_size", "quantization", "random_seed", "reasoning_parser", "tool_call_parser"),
+            valued=(
+                "dp_size",
+                "mem_fraction_static",
+                "context_length",
+                "max_running_requests",
+                "max_total_tokens",
+                "chunked_prefill_size",
+                "quantization",
+                "random_seed",
+                "reasoning_parser",
+                "tool_call_parser",
+            ),
             unless_auto=("dtype", "kv_cache_dtype"),
             switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
         )

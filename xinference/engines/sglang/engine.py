@@ -37,10 +37,21 @@ NO_CPU_BUILD = "SGLang has no CPU build; it needs an NVIDIA GPU"
 
 #: A family's declared tool-call format -> SGLang's ``--tool-call-parser`` name.
 TOOL_PARSERS: dict[str, str] = {
-    "hermes": "qwen25", "qwen": "qwen25", "qwen2.5": "qwen25", "qwen3": "qwen", "qwen3_coder": "qwen3_coder",
-    "llama3": "llama3", "llama3_json": "llama3", "llama4": "llama4", "mistral": "mistral",
-    "deepseek_v3": "deepseekv3", "deepseek_v31": "deepseekv31", "pythonic": "pythonic", "kimi_k2": "kimi_k2",
-    "glm45": "glm", "gpt_oss": "gpt-oss",
+    "hermes": "qwen25",
+    "qwen": "qwen25",
+    "qwen2.5": "qwen25",
+    "qwen3": "qwen",
+    "qwen3_coder": "qwen3_coder",
+    "llama3": "llama3",
+    "llama3_json": "llama3",
+    "llama4": "llama4",
+    "mistral": "mistral",
+    "deepseek_v3": "deepseekv3",
+    "deepseek_v31": "deepseekv31",
+    "pythonic": "pythonic",
+    "kimi_k2": "kimi_k2",
+    "glm45": "glm",
+    "gpt_oss": "gpt-oss",
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> SGLang's ``--reasoning-parser`` name.
 REASONING_PARSERS: dict[str, str] = {"think": "deepseek-r1", "qwen3": "qwen3"}
@@ -57,8 +68,10 @@ class SGLangEngine(ManagedServerEngine):
     context_option: ClassVar[str | None] = "context_length"
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
     metric_names: ClassVar[dict[str, str]] = {
-        "requests_running": "sglang:num_running_reqs", "requests_waiting": "sglang:num_queue_reqs",
-        "prompt_tokens": "sglang:prompt_tokens_total", "generation_tokens": "sglang:generation_tokens_total",
+        "requests_running": "sglang:num_running_reqs",
+        "requests_waiting": "sglang:num_queue_reqs",
+        "prompt_tokens": "sglang:prompt_tokens_total",
+        "generation_tokens": "sglang:generation_tokens_total",
         "token_usage": "sglang:token_usage",  # the KV cache's share in use (0-1)
     }
     averaged_metrics: ClassVar[frozenset[str]] = frozenset({"sglang:token_usage"})
@@ -99,12 +112,24 @@ class SGLangEngine(ManagedServerEngine):
 
     def server_args(self, *, python: str, port: int, api_key: str) -> list[str]:
         assert isinstance(self.config, SGLangConfig)
-        config = self.config.model_copy(update={"tool_call_parser": self.tool_parser(),
-                                                "reasoning_parser": self.reasoning_parser()})
-        args = [python, "-m", "sglang.launch_server",
-                *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
-                                    port=port, gpu_count=visible_gpu_count(self.hardware)),
-                "--api-key", api_key, "--enable-metrics"]
+        config = self.config.model_copy(
+            update={"tool_call_parser": self.tool_parser(), "reasoning_parser": self.reasoning_parser()}
+        )
+        args = [
+            python,
+            "-m",
+            "sglang.launch_server",
+            *config.to_cli_args(
+                model_path=self.model_path,
+                served_model_name=self.model_uid,
+                host="127.0.0.1",
+                port=port,
+                gpu_count=visible_gpu_count(self.hardware),
+            ),
+            "--api-key",
+            api_key,
+            "--enable-metrics",
+        ]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
         return args

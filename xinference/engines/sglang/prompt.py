@@ -66,8 +66,14 @@ def _template_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or (named is not None and function.get("name") != named):
             continue
-        tools.append({"description": function.get("description"), "name": function.get("name"),
-                      "parameters": function.get("parameters"), "strict": bool(function.get("strict", False))})
+        tools.append(
+            {
+                "description": function.get("description"),
+                "name": function.get("name"),
+                "parameters": function.get("parameters"),
+                "strict": bool(function.get("strict", False)),
+            }
+        )
     return tools
 
 
@@ -85,30 +91,44 @@ class ChatPrompt:
             self._template = find_chat_template(self.family, self.model_path) or ""
             self._specials = special_tokens(self.model_path)
         if not self._template:
-            raise InvalidRequest(f"model {self.model_uid!r} has no chat template, so its chat prompt cannot be "
-                                 "counted", param="messages")
+            raise InvalidRequest(
+                f"model {self.model_uid!r} has no chat template, so its chat prompt cannot be counted", param="messages"
+            )
         forced = forced_tool_call(request)
         if forced is not None:
             request = forced.request
         keep_parts = bool(_LOOPS_OVER_PARTS.search(self._template))
         messages = history_for_template(
-            [self._content(message, n, keep_parts) for n, message in enumerate(request["messages"])],
-            renders_tools=True)
+            [self._content(message, n, keep_parts) for n, message in enumerate(request["messages"])], renders_tools=True
+        )
         kwargs = server_template_kwargs(request)  # a reserved name is a 400 there, as for the server's chat
         limits = RenderLimits.for_context(self.family.context_length)
         tools = _template_tools(request)
         if not tools:
-            return render(self._template, messages, special_tokens=self._specials, template_kwargs=kwargs,
-                          limits=limits)
+            return render(
+                self._template, messages, special_tokens=self._specials, template_kwargs=kwargs, limits=limits
+            )
         try:
-            return render(self._template, messages, tools=tools, special_tokens=self._specials,
-                          template_kwargs=kwargs, limits=limits)
+            return render(
+                self._template,
+                messages,
+                tools=tools,
+                special_tokens=self._specials,
+                template_kwargs=kwargs,
+                limits=limits,
+            )
         except TemplateLimitExceeded:
             raise
         except ChatTemplateError:  # SGLang retries the same way when a template wants the OpenAI tool shape
             wrapped = [{"function": tool} for tool in tools]
-            return render(self._template, messages, tools=wrapped, special_tokens=self._specials,
-                          template_kwargs=kwargs, limits=limits)
+            return render(
+                self._template,
+                messages,
+                tools=wrapped,
+                special_tokens=self._specials,
+                template_kwargs=kwargs,
+                limits=limits,
+            )
 
     @staticmethod
     def _content(message: dict[str, Any], index: int, keep_parts: bool) -> dict[str, Any]:
@@ -117,8 +137,11 @@ class ChatPrompt:
             return message
         kinds = {part.get("type") for part in content if isinstance(part, dict)}
         if kinds - {"text", "input_text"}:
-            raise UnsupportedOption("counting the tokens of images is not supported on SGLang (its processor sizes "
-                                    "them on the GPU server); count the text alone", param=f"messages[{index}]")
+            raise UnsupportedOption(
+                "counting the tokens of images is not supported on SGLang (its processor sizes "
+                "them on the GPU server); count the text alone",
+                param=f"messages[{index}]",
+            )
         if keep_parts:
             return message
         return {**message, "content": " ".join(str(part.get("text", "")) for part in content)}

@@ -99,8 +99,10 @@ class Scheduler(DecodeLoop):
 
         probe = DynamicCache(config=self.model.config)
         if self.max_num_seqs > 1 and any(type(layer) is not DynamicLayer for layer in probe.layers):
-            logger.warning("%s: this model's cache layers are not plain full attention; decoding one sequence at "
-                           "a time", self._name)
+            logger.warning(
+                "%s: this model's cache layers are not plain full attention; decoding one sequence at a time",
+                self._name,
+            )
             self.max_num_seqs = 1
 
     def _admit(self) -> None:
@@ -112,8 +114,11 @@ class Scheduler(DecodeLoop):
             try:
                 self._prefill(seq)
             except Exception as exc:  # noqa: BLE001 - out of memory on a long prompt, a bad token: its own error
-                error = exc if isinstance(exc, XinferenceError) else EngineError(
-                    f"Transformers failed on this prompt: {type(exc).__name__}: {exc}")
+                error = (
+                    exc
+                    if isinstance(exc, XinferenceError)
+                    else EngineError(f"Transformers failed on this prompt: {type(exc).__name__}: {exc}")
+                )
                 if not isinstance(exc, XinferenceError):
                     logger.warning("prefill of a %d-token prompt failed: %s", len(seq.prompt_ids), error.message)
                 seq.sink.on_error(seq, error)  # the request hears at once instead of waiting forever
@@ -151,8 +156,9 @@ class Scheduler(DecodeLoop):
             seq.counts = torch.zeros(vocab, dtype=torch.float32, device=self.device)
         if params.repetition_penalty != 1.0:
             seq.seen = torch.zeros(vocab, dtype=torch.bool, device=self.device)
-            seq.seen[torch.tensor([t for t in seq.prompt_ids if t < vocab], dtype=torch.long,
-                                  device=self.device)] = True
+            seq.seen[torch.tensor([t for t in seq.prompt_ids if t < vocab], dtype=torch.long, device=self.device)] = (
+                True
+            )
 
     def _merge(self, seq: Sequence, cache: Any, mask: Any, position: Any) -> None:
         """Add a prefilled sequence's cache as a new, left-padded row of the batch cache."""
@@ -231,8 +237,9 @@ class Scheduler(DecodeLoop):
             logits = logits.index_add(0, ids, bias)
         if seq.seen is not None:
             picked = logits[seq.seen]
-            logits[seq.seen] = torch.where(picked > 0, picked / params.repetition_penalty,
-                                           picked * params.repetition_penalty)
+            logits[seq.seen] = torch.where(
+                picked > 0, picked / params.repetition_penalty, picked * params.repetition_penalty
+            )
         if seq.counts is not None:
             logits = logits - params.frequency_penalty * seq.counts - params.presence_penalty * (seq.counts > 0)
         if seq.grammar is not None:
@@ -317,4 +324,3 @@ def _left_pad(tensor: Any, width: int, dim: int = 2) -> Any:
     shape = list(tensor.shape)
     shape[dim] = missing
     return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
-

@@ -25,10 +25,12 @@ class TransformersConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_num_seqs: int | None = Field(default=None, ge=1, le=1024, description="sequences in the running batch")
-    max_model_len: int | None = Field(default=None, ge=16, le=1 << 21,
-                                      description="prompt + completion tokens (default: the model's context)")
+    max_model_len: int | None = Field(
+        default=None, ge=16, le=1 << 21, description="prompt + completion tokens (default: the model's context)"
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
-        default=None, description="weights dtype (default: float32 on CPU, the checkpoint's on GPU)")
+        default=None, description="weights dtype (default: float32 on CPU, the checkpoint's on GPU)"
+    )
     n_threads: int | None = Field(default=None, ge=1, le=1024, description="torch CPU threads")
     device: str | None = Field(default=None, description="torch device (default: cuda when available, else cpu)")
     trust_remote_code: bool = False

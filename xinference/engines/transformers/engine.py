@@ -61,8 +61,11 @@ class TransformersEngine(BatchingEngine):
     # -- life cycle ----------------------------------------------------------------------------------------------
     async def load(self) -> None:
         assert isinstance(self.config, TransformersConfig)
-        self.resolved = self.config.resolve(cpu_count=self.hardware.cpu_count, gpu=self.hardware.cuda_available,
-                                            context_length=self.family.context_length)
+        self.resolved = self.config.resolve(
+            cpu_count=self.hardware.cpu_count,
+            gpu=self.hardware.cuda_available,
+            context_length=self.family.context_length,
+        )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights are local: never reach for the hub
         logger.info("loading %s with Transformers: %s", self.model_uid, self.resolved.model_dump())
         try:
@@ -71,8 +74,9 @@ class TransformersEngine(BatchingEngine):
         except ImportError as exc:
             raise LaunchFailed(f"Transformers needs torch and transformers ({_INSTALL_HINT}): {exc}") from exc
         cfg = self.resolved
-        scheduler = Scheduler(self._load_model, max_num_seqs=cfg.max_num_seqs, device=cfg.device,
-                              name=f"tf-{self.model_uid}")
+        scheduler = Scheduler(
+            self._load_model, max_num_seqs=cfg.max_num_seqs, device=cfg.device, name=f"tf-{self.model_uid}"
+        )
         await self._start_loop(scheduler)
         self._stop_token_ids = self._collect_stop_ids(scheduler.model, scheduler.tokenizer)
         self._vocab_size = int(scheduler.model.config.vocab_size)
@@ -125,15 +129,21 @@ class TransformersEngine(BatchingEngine):
         tools = request.get("tools") or None
         template = self._template(tools=bool(tools))
         if not template:
-            raise InvalidRequest(f"model {self.model_uid!r} has no chat template; use /v1/completions",
-                                 param="messages")
+            raise InvalidRequest(
+                f"model {self.model_uid!r} has no chat template; use /v1/completions", param="messages"
+            )
         renders_tools = template_renders_tools(template)
         messages = history_for_template(request["messages"], renders_tools)
         if tools and not renders_tools:
             messages, tools = with_tools(messages, tools), None  # the template would leave them out
-        return render(template, messages, tools=tools, special_tokens=special_tokens_of(self._tokenizer),
-                      template_kwargs=template_kwargs(request),
-                      limits=RenderLimits.for_context(self._max_model_len()))
+        return render(
+            template,
+            messages,
+            tools=tools,
+            special_tokens=special_tokens_of(self._tokenizer),
+            template_kwargs=template_kwargs(request),
+            limits=RenderLimits.for_context(self._max_model_len()),
+        )
 
     def _prompt_ids(self, kind: str, request: dict[str, Any]) -> list[int]:
         tokenizer = self._tokenizer

@@ -38,8 +38,12 @@ class VLLMConfig(BaseModel):
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
     pipeline_parallel_size: int | None = Field(default=None, ge=1, le=64)
     gpu_memory_utilization: float | None = Field(
-        default=None, gt=0.0, le=1.0, description="share of each GPU's memory vLLM reserves (0.9); on a CPU, of the "
-                                                  "NUMA node's memory, used only when given")
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="share of each GPU's memory vLLM reserves (0.9); on a CPU, of the "
+        "NUMA node's memory, used only when given",
+    )
     max_model_len: int | None = Field(default=None, ge=16, description="context tokens; default: the model's")
     max_num_seqs: int | None = Field(default=None, ge=1, description="concurrent sequences per step")
     max_num_batched_tokens: int | None = Field(default=None, ge=16)
@@ -56,11 +60,16 @@ class VLLMConfig(BaseModel):
     tool_call_parser: str | None = Field(default=None, description="default: from the model family's format")
     enable_auto_tool_choice: bool | None = Field(default=None, description="default: on when a tool parser is set")
     cpu_kvcache_space_gib: int | None = Field(
-        default=None, ge=1, le=4096, description="KV cache size on a CPU, whole GiB; default: sized by the platform "
-                                                 "from the worker's free memory")
+        default=None,
+        ge=1,
+        le=4096,
+        description="KV cache size on a CPU, whole GiB; default: sized by the platform from the worker's free memory",
+    )
     speculative_config: dict[str, Any] | None = Field(
-        default=None, description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
-                                  ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}')
+        default=None,
+        description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
+        ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}',
+    )
     start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
     #: (never by hand). An explicit ``speculative_config`` wins over it.
@@ -74,18 +83,30 @@ class VLLMConfig(BaseModel):
         return value
 
     def to_cli_args(
-        self, *, model_path: str, served_model_name: str, host: str, port: int, gpu_count: int = 1,
-        cpu: bool = False, kv_cache_memory_bytes: int | None = None,
+        self,
+        *,
+        model_path: str,
+        served_model_name: str,
+        host: str,
+        port: int,
+        gpu_count: int = 1,
+        cpu: bool = False,
+        kv_cache_memory_bytes: int | None = None,
     ) -> list[str]:
         """vLLM's server arguments (after ``python -m vllm.entrypoints.openai.api_server``) for these options.
         ``kv_cache_memory_bytes``: the KV cache's size (the platform's sizing on a CPU), which makes vLLM ignore
         ``gpu_memory_utilization``; on a CPU the fraction is passed only when the user gave it."""
         args = [
-            "--model", model_path,
-            "--served-model-name", served_model_name,
-            "--host", host,
-            "--port", str(port),
-            "--tensor-parallel-size", str(self.tensor_parallel_size or max(1, gpu_count)),
+            "--model",
+            model_path,
+            "--served-model-name",
+            served_model_name,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--tensor-parallel-size",
+            str(self.tensor_parallel_size or max(1, gpu_count)),
         ]
         utilization = self.gpu_memory_utilization
         if utilization is None and not cpu:
@@ -100,15 +121,26 @@ class VLLMConfig(BaseModel):
         enable_tools = self.enable_auto_tool_choice
         if enable_tools is None:
             enable_tools = self.tool_call_parser is not None
-        effective = self.model_copy(update={
-            **defaults,
-            "enforce_eager": cpu if self.enforce_eager is None else self.enforce_eager,
-            "enable_auto_tool_choice": enable_tools,
-        })
+        effective = self.model_copy(
+            update={
+                **defaults,
+                "enforce_eager": cpu if self.enforce_eager is None else self.enforce_eager,
+                "enable_auto_tool_choice": enable_tools,
+            }
+        )
         args += option_args(
             effective,
-            valued=("pipeline_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "quantization",
-                    "swap_space", "seed", "reasoning_parser", "tool_call_parser"),
+            valued=(
+                "pipeline_parallel_size",
+                "max_model_len",
+                "max_num_seqs",
+                "max_num_batched_tokens",
+                "quantization",
+                "swap_space",
+                "seed",
+                "reasoning_parser",
+                "tool_call_parser",
+            ),
             unless_auto=("dtype", "kv_cache_dtype"),
             switches=("enforce_eager", "trust_remote_code", "enable_auto_tool_choice"),
             toggles=("enable_prefix_caching", "enable_chunked_prefill"),

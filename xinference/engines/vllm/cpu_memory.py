@@ -116,13 +116,21 @@ def plan_cpu_memory(
     ``node``: the NUMA node's memory when known (in the model process; the supervisor's estimate has none);
     ``ram_total``: the machine's RAM, what a ``gpu_memory_utilization`` applies to when the node is unknown."""
     if explicit_kv_bytes is not None:
-        return CpuMemoryPlan(explicit_kv_bytes, context, f"KV cache {_gib(explicit_kv_bytes)} GiB as given "
-                             f"({explicit_kv_source})", weights + CPU_RUNTIME_BYTES + explicit_kv_bytes)
+        return CpuMemoryPlan(
+            explicit_kv_bytes,
+            context,
+            f"KV cache {_gib(explicit_kv_bytes)} GiB as given ({explicit_kv_source})",
+            weights + CPU_RUNTIME_BYTES + explicit_kv_bytes,
+        )
     if gpu_memory_utilization is not None:
         total = node.total if node is not None else (ram_total or free_ram)
         reserved = math.ceil(total * gpu_memory_utilization)
-        return CpuMemoryPlan(None, context, f"sized by vLLM: gpu_memory_utilization {gpu_memory_utilization:g} "
-                             f"of {_gib(total)} GiB as given", max(reserved, weights) + CPU_RUNTIME_BYTES)
+        return CpuMemoryPlan(
+            None,
+            context,
+            f"sized by vLLM: gpu_memory_utilization {gpu_memory_utilization:g} of {_gib(total)} GiB as given",
+            max(reserved, weights) + CPU_RUNTIME_BYTES,
+        )
     usable, where = free_ram, "the worker's free RAM"
     if node is not None and node.available < free_ram:
         usable, where = node.available, f"available on NUMA node {node.node} of {_gib(node.total)} GiB"
@@ -132,16 +140,20 @@ def plan_cpu_memory(
     wanted = one_sequence * seqs
     floor = _round_up_mib(one_sequence)
     kv = max(floor, _round_down_mib(min(wanted, int(left * KV_SHARE))))
-    note = (f"KV cache {_gib(kv)} GiB: the least of {_gib(wanted)} GiB for {seqs} sequences of {context} tokens and "
-            f"{KV_SHARE:g} of the {_gib(left)} GiB left of {_gib(usable)} GiB ({where}) after weights "
-            f"({_gib(weights)} GiB) and vLLM's processes ({_gib(CPU_RUNTIME_BYTES)} GiB); at least one sequence "
-            f"({_gib(floor)} GiB)")
+    note = (
+        f"KV cache {_gib(kv)} GiB: the least of {_gib(wanted)} GiB for {seqs} sequences of {context} tokens and "
+        f"{KV_SHARE:g} of the {_gib(left)} GiB left of {_gib(usable)} GiB ({where}) after weights "
+        f"({_gib(weights)} GiB) and vLLM's processes ({_gib(CPU_RUNTIME_BYTES)} GiB); at least one sequence "
+        f"({_gib(floor)} GiB)"
+    )
     problem = None
     if floor > left:
-        problem = (f"vLLM on this CPU needs ~{_gib(weights + CPU_RUNTIME_BYTES + floor)} GiB (weights "
-                   f"{_gib(weights)} GiB + its processes {_gib(CPU_RUNTIME_BYTES)} GiB + a KV cache of "
-                   f"{_gib(floor)} GiB for one sequence of {context} tokens), but only {_gib(usable)} GiB are usable "
-                   f"({where}); lower max_model_len, free memory, or set cpu_kvcache_space_gib to try anyway")
+        problem = (
+            f"vLLM on this CPU needs ~{_gib(weights + CPU_RUNTIME_BYTES + floor)} GiB (weights "
+            f"{_gib(weights)} GiB + its processes {_gib(CPU_RUNTIME_BYTES)} GiB + a KV cache of "
+            f"{_gib(floor)} GiB for one sequence of {context} tokens), but only {_gib(usable)} GiB are usable "
+            f"({where}); lower max_model_len, free memory, or set cpu_kvcache_space_gib to try anyway"
+        )
     return CpuMemoryPlan(kv, context, note, weights + CPU_RUNTIME_BYTES + kv, problem)
 
 
@@ -173,8 +185,10 @@ def read_model_shape(model_path: str, kv_bytes_per_value: int = 2) -> ModelShape
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
     context = text.get("max_position_embeddings")
-    return ModelShape(layers * kv_heads * head_dim * 2 * kv_bytes_per_value,
-                      int(context) if isinstance(context, int) and context > 0 else None)
+    return ModelShape(
+        layers * kv_heads * head_dim * 2 * kv_bytes_per_value,
+        int(context) if isinstance(context, int) and context > 0 else None,
+    )
 
 
 def weights_bytes(model_path: str) -> int | None:
@@ -190,8 +204,9 @@ def weights_bytes(model_path: str) -> int | None:
     return None
 
 
-def read_node_memory(cpu: int | None = None, root: Path = Path("/sys/devices/system/node"),
-                     cgroup: Path = Path("/sys/fs/cgroup")) -> NodeMemory | None:
+def read_node_memory(
+    cpu: int | None = None, root: Path = Path("/sys/devices/system/node"), cgroup: Path = Path("/sys/fs/cgroup")
+) -> NodeMemory | None:
     """The NUMA node memory vLLM's CPU worker will check (``vllm.utils.cpu_resource_utils.get_memory_node_info``):
     the node holding ``cpu`` (default: the first CPU this process may run on), its available memory counted as
     free + active and inactive file pages + reclaimable slab, both capped by a cgroup memory limit. None on a
@@ -210,8 +225,12 @@ def read_node_memory(cpu: int | None = None, root: Path = Path("/sys/devices/sys
             if len(parts) >= 4:
                 fields[parts[2].rstrip(":")] = int(parts[3]) * 1024
         total = fields["MemTotal"]
-        available = (fields["MemFree"] + fields.get("Active(file)", 0) + fields.get("Inactive(file)", 0)
-                     + fields.get("SReclaimable", 0))
+        available = (
+            fields["MemFree"]
+            + fields.get("Active(file)", 0)
+            + fields.get("Inactive(file)", 0)
+            + fields.get("SReclaimable", 0)
+        )
     except (OSError, KeyError, ValueError):
         return None
     limit, usage = _cgroup_memory(cgroup)
@@ -246,8 +265,10 @@ def _parse_ids(text: str) -> set[int]:
 
 def _cgroup_memory(cgroup: Path) -> tuple[int | None, int | None]:
     """(limit, usage) of the cgroup's memory, v2 then v1; (None, None) when unlimited or unknown."""
-    for limit_file, usage_file in (("memory.max", "memory.current"),
-                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("memory.max", "memory.current"),
+        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"),
+    ):
         limit = _read_int(cgroup / limit_file)
         if limit is not None and limit < _CGROUP_UNLIMITED:
             return limit, _read_int(cgroup / usage_file)

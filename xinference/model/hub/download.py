@@ -176,8 +176,15 @@ class HubDownload:
                 return data
         except (OSError, ValueError):
             pass
-        return {"hub": self.hub, "repo_id": self.repo_id, "revision": self.revision or "main", "commit": None,
-                "model_names": [], "files": {}, "snapshot": None}
+        return {
+            "hub": self.hub,
+            "repo_id": self.repo_id,
+            "revision": self.revision or "main",
+            "commit": None,
+            "model_names": [],
+            "files": {},
+            "snapshot": None,
+        }
 
     def _write_entry(self, entry: dict[str, Any]) -> None:
         self._meta_dir.mkdir(parents=True, exist_ok=True)

@@ -154,8 +154,9 @@ class HuggingFaceHub:
 
     # -- one GET ---------------------------------------------------------------------------------------------
     @staticmethod
-    def _get(job: HubDownload, client: httpx.Client, remote: RemoteFile, headers: dict[str, str], partial: Path,
-             offset: int) -> None:
+    def _get(
+        job: HubDownload, client: httpx.Client, remote: RemoteFile, headers: dict[str, str], partial: Path, offset: int
+    ) -> None:
         assert remote.url is not None
         request_headers = dict(headers)
         if offset:

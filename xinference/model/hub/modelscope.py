@@ -45,8 +45,11 @@ class ModelScopeHub:
             found = api.HubApi().get_model_files(repo_id, revision=revision or DEFAULT_REVISION, recursive=True)
         except Exception as exc:  # noqa: BLE001 - modelscope raises many types; the text is what matters
             raise LaunchFailed(f"listing {repo_id!r} on modelscope failed: {type(exc).__name__}: {exc}") from None
-        return {str(f["Path"]): (f.get("Size") if isinstance(f.get("Size"), int) else None)
-                for f in found if f.get("Type") != "tree"}
+        return {
+            str(f["Path"]): (f.get("Size") if isinstance(f.get("Size"), int) else None)
+            for f in found
+            if f.get("Type") != "tree"
+        }
 
     def resolve(self, repo_id: str, revision: str | None, filename: str) -> RemoteFile:
         return RemoteFile(filename)  # the package locates the file itself when it fetches it
@@ -56,11 +59,13 @@ class ModelScopeHub:
         job.check_cancel()
         job.advanced(remote.name, 0, remote.size)
         try:
-            file_download.model_file_download(job.repo_id, remote.name, revision=job.revision or DEFAULT_REVISION,
-                                              local_dir=str(job.folder))
+            file_download.model_file_download(
+                job.repo_id, remote.name, revision=job.revision or DEFAULT_REVISION, local_dir=str(job.folder)
+            )
         except Exception as exc:  # noqa: BLE001 - modelscope raises many types; the text is what matters
-            raise LaunchFailed(f"downloading {remote.name!r} of {job.describe()} failed: "
-                               f"{type(exc).__name__}: {exc}") from None
+            raise LaunchFailed(
+                f"downloading {remote.name!r} of {job.describe()} failed: {type(exc).__name__}: {exc}"
+            ) from None
         path = job.path_of(remote.name)
         if path.is_file():
             job.advanced(remote.name, path.stat().st_size, remote.size or path.stat().st_size)

@@ -87,8 +87,13 @@ class ChatOutputParser:
         tags = reasoning_tags_of(family)
         if fmt is None and tags is None:
             return None
-        return cls(tool_format=fmt, reasoning=tags, thinking=thinking_enabled(request), primed=primed,
-                   parallel=request.get("parallel_tool_calls") is not False)
+        return cls(
+            tool_format=fmt,
+            reasoning=tags,
+            thinking=thinking_enabled(request),
+            primed=primed,
+            parallel=request.get("parallel_tool_calls") is not False,
+        )
 
     # -- whole responses ----------------------------------------------------------------------------------------
     def parse_text(self, text: str) -> tuple[str | None, str | None, list[ParsedCall]]:
@@ -120,7 +125,9 @@ class ChatOutputParser:
             parser = ChatOutputParser(
                 tool_format=None if message.get("tool_calls") else self.tool_format,
                 reasoning=None if message.get("reasoning_content") else self.reasoning,
-                thinking=self.thinking, primed=self.primed, parallel=self.parallel,
+                thinking=self.thinking,
+                primed=self.primed,
+                parallel=self.parallel,
             )
             reasoning, text, calls = parser.parse_text(content)
             message["content"] = text

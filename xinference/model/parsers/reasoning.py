@@ -71,7 +71,7 @@ class ReasoningStream:
             if not stripped:
                 return False
             if stripped.startswith(start):
-                self._buf, self._phase, self._at_section_start = stripped[len(start):], "reasoning", True
+                self._buf, self._phase, self._at_section_start = stripped[len(start) :], "reasoning", True
                 return True
             if start.startswith(stripped) and not final:
                 return False  # the start tag may be forming
@@ -81,13 +81,13 @@ class ReasoningStream:
             index = self._buf.find(end)
             if index >= 0:
                 self._emit(events, "reasoning", self._buf[:index])
-                self._buf, self._phase, self._at_section_start = self._buf[index + len(end):], "content", True
+                self._buf, self._phase, self._at_section_start = self._buf[index + len(end) :], "content", True
                 return True
             if self._phase == "undecided":
                 return False  # held until an end tag or the end of the message decides
             keep = 0 if final else _held_suffix(self._buf, end)
             self._emit(events, "reasoning", self._buf[: len(self._buf) - keep])
-            self._buf = self._buf[len(self._buf) - keep:]
+            self._buf = self._buf[len(self._buf) - keep :]
             return False
         return self._content_step(events, final)
 
@@ -98,15 +98,15 @@ class ReasoningStream:
         stray_end = self._buf.find(end)
         if stray_end >= 0 and (index < 0 or stray_end < index):
             self._emit(events, "content", self._buf[:stray_end])
-            self._buf = self._buf[stray_end + len(end):]
+            self._buf = self._buf[stray_end + len(end) :]
             return True
         if index >= 0:
             self._emit(events, "content", self._buf[:index])
-            self._buf, self._phase, self._at_section_start = self._buf[index + len(start):], "reasoning", True
+            self._buf, self._phase, self._at_section_start = self._buf[index + len(start) :], "reasoning", True
             return True
         keep = 0 if final else max(_held_suffix(self._buf, start), _held_suffix(self._buf, end))
         self._emit(events, "content", self._buf[: len(self._buf) - keep])
-        self._buf = self._buf[len(self._buf) - keep:]
+        self._buf = self._buf[len(self._buf) - keep :]
         return False
 
     def _emit(self, events: list[ReasoningEvent], kind: Literal["reasoning", "content"], text: str) -> None:

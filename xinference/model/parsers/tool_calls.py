@@ -105,7 +105,7 @@ class ToolCallStream:
         if hits:
             index, marker = min(hits)
             self._emit_content(events, buf, index)
-            self._buf = self._buf[len(marker):]
+            self._buf = self._buf[len(marker) :]
             self._in_calls, self._opener = True, marker
             return True
         keep = 0 if final else _held_suffix(buf, self.fmt.openers)
@@ -145,7 +145,7 @@ class ToolCallStream:
             hit = next((m for m in markers if stripped.startswith(m)), None)
             if hit is None:
                 break
-            self._buf = stripped[len(hit):]
+            self._buf = stripped[len(hit) :]
         self._opener += start[: len(start) - len(self._buf)]  # given back with the marker if no call follows
         if not final and self._buf and any(m.startswith(self._buf) and m != self._buf for m in markers):
             return None
@@ -167,7 +167,7 @@ class ToolCallStream:
         if scan.broken or (scan.end is None and final):
             return self._abandon(events, call)
         if not call.announced and name_span is not None and name_span[1] is not None:
-            name = _json_string(self._buf[name_span[0]:name_span[1]])
+            name = _json_string(self._buf[name_span[0] : name_span[1]])
             if name is None:
                 return self._abandon(events, call)
             events.append(ToolCallDelta(index=self.calls, id=call.id, name=name))
@@ -177,7 +177,7 @@ class ToolCallStream:
             if self._buf[start] == "{":  # an object streams as it comes; other shapes go out once complete
                 upto = end if end is not None else len(self._buf)
                 if upto - start > call.sent_arguments:
-                    piece = self._buf[start + call.sent_arguments:upto]
+                    piece = self._buf[start + call.sent_arguments : upto]
                     events.append(ToolCallDelta(index=self.calls, arguments=piece))
                     call.sent_arguments = upto - start
         if scan.end is None:

@@ -17,8 +17,10 @@ def template_renders_tools(template: str | None) -> bool:
 def tool_system_prompt(tools: list[dict[str, Any]]) -> str:
     """The tools as a system-prompt paragraph, with the bare-JSON call shape forced calls use."""
     described = json.dumps([t.get("function", t) for t in tools], ensure_ascii=False)
-    return ("You can call these functions:\n" + described + "\nTo call one, answer with only a JSON object "
-            '{"name": <function name>, "arguments": <arguments object>}.')
+    return (
+        "You can call these functions:\n" + described + "\nTo call one, answer with only a JSON object "
+        '{"name": <function name>, "arguments": <arguments object>}.'
+    )
 
 
 def with_tools(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -60,9 +62,16 @@ def history_for_template(messages: list[dict[str, Any]], renders_tools: bool) ->
                 fixed.append({**call, "function": function})
             out.append({**message, "tool_calls": fixed})
             continue
-        written = "\n".join(json.dumps({"name": (c.get("function") or {}).get("name"),
-                                         "arguments": _arguments_object((c.get("function") or {}).get("arguments"))},
-                                        ensure_ascii=False) for c in calls)
+        written = "\n".join(
+            json.dumps(
+                {
+                    "name": (c.get("function") or {}).get("name"),
+                    "arguments": _arguments_object((c.get("function") or {}).get("arguments")),
+                },
+                ensure_ascii=False,
+            )
+            for c in calls
+        )
         text = message.get("content") if isinstance(message.get("content"), str) else ""
         rest = {k: v for k, v in message.items() if k != "tool_calls"}
         out.append({**rest, "content": f"{text}\n{written}" if text else written})

@@ -34,11 +34,18 @@ def _checked(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return validate
 
 
-NGpu = Annotated[int | Literal["auto"] | None,
-                 PlainValidator(_checked(check_n_gpu), json_schema_input_type=int | Literal["auto"] | None)]
-GpuIdx = Annotated[int | list[int] | None,
-                   PlainValidator(_checked(check_gpu_idx), json_schema_input_type=int | list[int] | None)]
-KeepAlive = Annotated[str | int | float | None,
-                      PlainValidator(_checked(check_keep_alive), json_schema_input_type=str | int | float | None)]
-ModelSize = Annotated[int | float | str | None,
-                      PlainValidator(_checked(check_model_size), json_schema_input_type=int | float | str | None)]
+NGpu = Annotated[
+    int | Literal["auto"] | None,
+    PlainValidator(_checked(check_n_gpu), json_schema_input_type=int | Literal["auto"] | None),
+]
+GpuIdx = Annotated[
+    int | list[int] | None, PlainValidator(_checked(check_gpu_idx), json_schema_input_type=int | list[int] | None)
+]
+KeepAlive = Annotated[
+    str | int | float | None,
+    PlainValidator(_checked(check_keep_alive), json_schema_input_type=str | int | float | None),
+]
+ModelSize = Annotated[
+    int | float | str | None,
+    PlainValidator(_checked(check_model_size), json_schema_input_type=int | float | str | None),
+]

@@ -64,21 +64,31 @@ class LaunchModelRequest(OpenAIRequest):
     n_worker: int | None = Field(default=1, ge=1, le=MAX_REPLICAS, strict=True)
     n_gpu: NGpu = "auto"
     # -- platform launch fields (not engine options)
-    ignore_memory_check: bool = Field(default=False, strict=True,
-                                      description="launch even if the memory estimate says no")
+    ignore_memory_check: bool = Field(
+        default=False, strict=True, description="launch even if the memory estimate says no"
+    )
     # -- where the weights come from: a local path on the worker (overrides the spec), or the hub to download from
-    worker_ip: str | None = Field(default=None, max_length=300, strict=True,
-                                  description="host or host:port of the worker")
+    worker_ip: str | None = Field(
+        default=None, max_length=300, strict=True, description="host or host:port of the worker"
+    )
     gpu_idx: GpuIdx = None
     model_path: str | None = Field(default=None, strict=True)
     download_hub: Literal["huggingface", "modelscope"] | None = None
     # -- operations: unload when idle, bounded queue, come back after a restart (see doc/operations.md)
     keep_alive: KeepAlive = Field(
-        default=None, description="stay loaded this long after the last request: '10m', seconds, -1 forever, 0")
-    max_queued: int | None = Field(default=None, ge=0, le=MAX_QUEUED, strict=True,
-                                   description="requests that may wait for a slot; then 429")
-    queue_timeout: float | None = Field(default=None, gt=0, le=MAX_QUEUE_TIMEOUT, strict=True, allow_inf_nan=False,
-                                        description="seconds a request may wait for a slot")
+        default=None, description="stay loaded this long after the last request: '10m', seconds, -1 forever, 0"
+    )
+    max_queued: int | None = Field(
+        default=None, ge=0, le=MAX_QUEUED, strict=True, description="requests that may wait for a slot; then 429"
+    )
+    queue_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_QUEUE_TIMEOUT,
+        strict=True,
+        allow_inf_nan=False,
+        description="seconds a request may wait for a slot",
+    )
     autostart: bool = Field(default=False, strict=True, description="launch again when the server restarts")
 
     @field_validator("model_path")
@@ -167,7 +177,8 @@ class AddReplicasRequest(BaseModel):
     n_gpu: NGpu = "auto"
     model_engine: str | None = Field(default=None, strict=True)
     replica_config: list[ReplicaConfig] | None = Field(
-        default=None, max_length=MAX_REPLICAS, description="one config, or a list of them (one device in all)")
+        default=None, max_length=MAX_REPLICAS, description="one config, or a list of them (one device in all)"
+    )
 
     @field_validator("replica_config", mode="before")
     @classmethod
@@ -187,17 +198,21 @@ class AddReplicasRequest(BaseModel):
             return None
         devices = [d for c in self.replica_config for d in c.devices]
         if len(devices) != 1:
-            raise UnsupportedOption(f"replica_config names {len(devices)} devices; it may only name one worker_ip",
-                                    param="replica_config")
+            raise UnsupportedOption(
+                f"replica_config names {len(devices)} devices; it may only name one worker_ip", param="replica_config"
+            )
         for config in self.replica_config:
             if config.replica_uid is not None:
-                raise UnsupportedOption("replica_uid cannot be chosen: replicas are named <model_uid>-<n>",
-                                        param="replica_config")
+                raise UnsupportedOption(
+                    "replica_uid cannot be chosen: replicas are named <model_uid>-<n>", param="replica_config"
+                )
         device = devices[0]
         for name in ("n_gpu", "gpu_idx"):
             if getattr(device, name) is not None:
-                raise UnsupportedOption(f"replica_config's device may only name worker_ip, not {name}; set n_gpu "
-                                        "on the request", param="replica_config")
+                raise UnsupportedOption(
+                    f"replica_config's device may only name worker_ip, not {name}; set n_gpu on the request",
+                    param="replica_config",
+                )
         return device.worker_ip
 
 

@@ -14,7 +14,12 @@ from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.errors import InvalidRequest, UnsupportedOption
 
 __all__ = [
-    "ChatCompletion", "ChatCompletionRequest", "ChatMessage", "Completion", "CompletionRequest", "StreamOptions",
+    "ChatCompletion",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "Completion",
+    "CompletionRequest",
+    "StreamOptions",
     "Usage",
 ]
 
@@ -87,8 +92,20 @@ class _SamplingRequest(OpenAIRequest):
 
 
 _COMMON = (
-    "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "presence_penalty", "seed", "stop", "stream",
-    "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "ignore_eos",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "max_tokens",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repeat_penalty",
+    "ignore_eos",
 )
 
 
@@ -135,8 +152,8 @@ class ChatCompletionRequest(_SamplingRequest):
     def to_engine_params(self) -> dict[str, Any]:
         self._refuse_other_outputs()
         params = self._common_params(
-            _COMMON + ("top_logprobs", "response_format", "parallel_tool_calls", "chat_template_kwargs",
-                       "enable_thinking")
+            _COMMON
+            + ("top_logprobs", "response_format", "parallel_tool_calls", "chat_template_kwargs", "enable_thinking")
         )
         params["messages"] = _tools_form([m.model_dump(exclude_none=True) for m in self.messages])
         tools, tool_choice = self._tools()
@@ -157,14 +174,20 @@ class ChatCompletionRequest(_SamplingRequest):
         """Audio output and predicted outputs exist on OpenAI only; an answer without them would look like
         success, so they are refused."""
         if self.audio is not None:
-            raise UnsupportedOption("audio output is not supported: the models served here answer in text; "
-                                    "remove 'audio'", param="audio")
+            raise UnsupportedOption(
+                "audio output is not supported: the models served here answer in text; remove 'audio'", param="audio"
+            )
         if self.modalities is not None and any(mode != "text" for mode in self.modalities):
-            raise UnsupportedOption(f"modalities {self.modalities!r} are not supported: the models served here "
-                                    "answer in text only; send ['text'] or leave it out", param="modalities")
+            raise UnsupportedOption(
+                f"modalities {self.modalities!r} are not supported: the models served here "
+                "answer in text only; send ['text'] or leave it out",
+                param="modalities",
+            )
         if self.prediction is not None:
-            raise UnsupportedOption("predicted outputs ('prediction') are not supported by any engine here; "
-                                    "remove 'prediction'", param="prediction")
+            raise UnsupportedOption(
+                "predicted outputs ('prediction') are not supported by any engine here; remove 'prediction'",
+                param="prediction",
+            )
 
     def _tools(self) -> tuple[list[dict[str, Any]] | None, str | dict[str, Any] | None]:
         """``tools``/``tool_choice``, or the deprecated ``functions``/``function_call`` in that form."""
@@ -178,15 +201,17 @@ class ChatCompletionRequest(_SamplingRequest):
             tools = [{"type": "function", "function": dict(function)} for function in self.functions]
         if self.function_call is not None:
             if choice is not None:
-                raise InvalidRequest("give tool_choice or the deprecated function_call, not both",
-                                     param="function_call")
+                raise InvalidRequest(
+                    "give tool_choice or the deprecated function_call, not both", param="function_call"
+                )
             call = self.function_call
             if call in ("none", "auto"):
                 choice = call
             elif isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]:
                 if not tools:
-                    raise InvalidRequest("function_call names a function, but no functions were given",
-                                         param="function_call")
+                    raise InvalidRequest(
+                        "function_call names a function, but no functions were given", param="function_call"
+                    )
                 choice = {"type": "function", "function": {"name": call["name"]}}
             else:
                 raise InvalidRequest("function_call must be 'none', 'auto' or {'name': ...}", param="function_call")
@@ -205,8 +230,13 @@ def _tools_form(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             name = str(call.get("name") or "")
             call_id = open_calls[name] = f"call_fn{n}"
             message = {key: value for key, value in message.items() if key != "function_call"}
-            message["tool_calls"] = [{"id": call_id, "type": "function", "function": {
-                "name": name, "arguments": call.get("arguments") or "{}"}}]
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": call.get("arguments") or "{}"},
+                }
+            ]
         elif message["role"] == "function":
             name = str(message.get("name") or "")
             call_id = open_calls.pop(name, f"call_fn{n}")
@@ -238,8 +268,9 @@ class CompletionRequest(_SamplingRequest):
         if self.suffix:
             raise UnsupportedOption("suffix (fill-in-the-middle) is not supported", param="suffix")
         if self.best_of is not None and self.best_of > 1:
-            raise UnsupportedOption("best_of > 1 (several candidates, the best returned) is not supported; use n "
-                                    "and pick", param="best_of")
+            raise UnsupportedOption(
+                "best_of > 1 (several candidates, the best returned) is not supported; use n and pick", param="best_of"
+            )
         params = self._common_params(_COMMON)
         params["prompt"] = self.prompt
         return params

@@ -19,14 +19,20 @@ def _service(request: Request) -> GenerationService:
     return service
 
 
-@router.post("/v1/chat/completions", response_model=ChatCompletion,
-             responses=streamed_200("`chat.completion.chunk` frames, then `data: [DONE]`"))
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletion,
+    responses=streamed_200("`chat.completion.chunk` frames, then `data: [DONE]`"),
+)
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
     return await answer(request, body.stream, _service(request).create("chat", body))
 
 
-@router.post("/v1/completions", response_model=Completion,
-             responses=streamed_200("`text_completion` frames, then `data: [DONE]`"))
+@router.post(
+    "/v1/completions",
+    response_model=Completion,
+    responses=streamed_200("`text_completion` frames, then `data: [DONE]`"),
+)
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
     return await answer(request, body.stream, _service(request).create("completions", body))
 

@@ -68,10 +68,11 @@ class GenerationService:
         if "vision" not in route.model_ability:
             raise InvalidRequest(
                 f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
-                "text only, or use a model with the vision ability", param=image_param)
+                "text only, or use a model with the vision ability",
+                param=image_param,
+            )
 
-    async def complete(self, kind: Kind, model: str, params: dict[str, Any],
-                       keep_alive: Any = None) -> dict[str, Any]:
+    async def complete(self, kind: Kind, model: str, params: dict[str, Any], keep_alive: Any = None) -> dict[str, Any]:
         """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this.
         ``keep_alive`` is the request's own (Ollama's field, see :mod:`xinference.api.gateway.keep_alive`)."""
         route = await self.route(model, kind)
@@ -80,8 +81,9 @@ class GenerationService:
         result, _ = await self._routes.call(route, lambda r: getattr(r.ref, method)(params))
         return result  # type: ignore[no-any-return]
 
-    async def open(self, kind: Kind, model: str, params: dict[str, Any],
-                   keep_alive: Any = None) -> AsyncIterator[list[dict[str, Any]]]:
+    async def open(
+        self, kind: Kind, model: str, params: dict[str, Any], keep_alive: Any = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         """Start a stream and return its chunks in batches (errors before the first chunk are raised here);
         ``keep_alive`` as in :meth:`complete`.
 
@@ -120,8 +122,15 @@ class GenerationService:
             )
 
     async def _batches(
-        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool, ticket: Ticket,
-        wanted_usage: bool, release: _Release,
+        self,
+        uid: str,
+        replica: Replica,
+        stream_id: str,
+        batch: list[dict[str, Any]],
+        done: bool,
+        ticket: Ticket,
+        wanted_usage: bool,
+        release: _Release,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         finished = done
         pump = self._pump(uid, replica) if not done else None
@@ -159,9 +168,13 @@ class GenerationService:
                 routes.mark_unreachable(replica.address)
                 routes.invalidate()
 
-            pump = ReplicaPump(replica.ref, lambda call: model_call(routes, uid, call),
-                               timeout=settings.stream_pull_timeout(),
-                               name=f"replica {replica.address} of model {uid!r}", on_timeout=unanswered)
+            pump = ReplicaPump(
+                replica.ref,
+                lambda call: model_call(routes, uid, call),
+                timeout=settings.stream_pull_timeout(),
+                name=f"replica {replica.address} of model {uid!r}",
+                on_timeout=unanswered,
+            )
             self._pumps[replica.address] = pump
         return pump
 

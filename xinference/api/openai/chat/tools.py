@@ -50,12 +50,12 @@ def _check_node(node: dict[str, Any], param: str) -> None:
     properties = node.get("properties")
     if properties is not None:
         if not isinstance(properties, dict):
-            raise InvalidRequest("'properties' must be an object mapping names to schemas",
-                                 param=f"{param}.properties")
+            raise InvalidRequest("'properties' must be an object mapping names to schemas", param=f"{param}.properties")
         for name, sub in properties.items():
             if not isinstance(sub, (dict, bool)):
-                raise InvalidRequest(f"the schema of property {name!r} must be an object",
-                                     param=f"{param}.properties.{name}")
+                raise InvalidRequest(
+                    f"the schema of property {name!r} must be an object", param=f"{param}.properties.{name}"
+                )
             if isinstance(sub, dict):
                 _check_node(sub, f"{param}.properties.{name}")
     required = node.get("required")
@@ -69,8 +69,9 @@ def _check_node(node: dict[str, Any], param: str) -> None:
             _check_node(items, f"{param}.items")
 
 
-def function_tool(name: str, description: str | None, parameters: dict[str, Any],
-                  strict: bool | None = None) -> dict[str, Any]:
+def function_tool(
+    name: str, description: str | None, parameters: dict[str, Any], strict: bool | None = None
+) -> dict[str, Any]:
     """The chat-completions form of one function tool."""
     function: dict[str, Any] = {"name": name, "parameters": parameters}
     if description:

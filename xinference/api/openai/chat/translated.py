@@ -81,8 +81,9 @@ class _Chat(Protocol):
     image_param: str | None
 
 
-async def open_chat(generation: GenerationService, model: str, chat: _Chat, stream: bool,
-                    keep_alive: Any = None) -> Union[dict[str, Any], ChatBatches]:
+async def open_chat(
+    generation: GenerationService, model: str, chat: _Chat, stream: bool, keep_alive: Any = None
+) -> Union[dict[str, Any], ChatBatches]:
     """The whole chat result, or the opened chat stream when ``stream``; refusals (images to a model without
     vision, unknown model, a bad ``keep_alive``, the engine's own 4xx) are raised here, before any byte is sent.
     ``keep_alive`` is the request's own, as on chat completions."""
@@ -92,9 +93,14 @@ async def open_chat(generation: GenerationService, model: str, chat: _Chat, stre
     return await generation.open("chat", model, chat.params, keep_alive)
 
 
-async def relay_events(api: str, model: str, batches: ChatBatches, translator: Translator,
-                       fail: Callable[[XinferenceError], bytes],
-                       finished: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+async def relay_events(
+    api: str,
+    model: str,
+    batches: ChatBatches,
+    translator: Translator,
+    fail: Callable[[XinferenceError], bytes],
+    finished: Callable[[], None] | None = None,
+) -> AsyncIterator[bytes]:
     """The SSE bytes of a translated stream: the translator's opening events, its events for every batch, then its
     closing ones (``finished`` runs just before those are sent).
 

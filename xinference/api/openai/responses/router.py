@@ -21,8 +21,11 @@ def _service(request: Request) -> ResponsesService:
     return service
 
 
-@router.post("/v1/responses", response_model=ResponseObject,
-             responses=streamed_200("named events from `response.created` to `response.completed`"))
+@router.post(
+    "/v1/responses",
+    response_model=ResponseObject,
+    responses=streamed_200("named events from `response.created` to `response.completed`"),
+)
 async def create_response(body: ResponsesRequest, request: Request) -> Response:
     return await answer(request, body.stream, _service(request).create(body))
 
@@ -33,8 +36,13 @@ async def get_response(response_id: str, request: Request) -> JSONResponse:
 
 
 @router.get("/v1/responses/{response_id}/input_items", response_model=InputItemList)
-async def list_input_items(response_id: str, request: Request, order: Literal["asc", "desc"] = "desc",
-                           limit: int = Query(default=20, ge=1, le=100), after: str | None = None) -> JSONResponse:
+async def list_input_items(
+    response_id: str,
+    request: Request,
+    order: Literal["asc", "desc"] = "desc",
+    limit: int = Query(default=20, ge=1, le=100),
+    after: str | None = None,
+) -> JSONResponse:
     return JSONResponse(_service(request).input_items(response_id, order, limit, after))
 
 

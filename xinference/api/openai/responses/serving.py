@@ -50,8 +50,9 @@ class ResponsesService:
             raise self._not_found(response_id, "response_id")
         return entry.response
 
-    def input_items(self, response_id: str, order: str = "desc", limit: int = 20,
-                    after: str | None = None) -> dict[str, Any]:
+    def input_items(
+        self, response_id: str, order: str = "desc", limit: int = 20, after: str | None = None
+    ) -> dict[str, Any]:
         """The input items of a stored response, as OpenAI pages them (``order`` asc or desc, ``after`` an id)."""
         entry = self._store.get(response_id)
         if entry is None:
@@ -61,10 +62,15 @@ class ResponsesService:
             ids = [item.get("id") for item in items]
             if after not in ids:
                 raise InvalidRequest(f"no input item {after[:80]!r} in response {response_id[:80]!r}", param="after")
-            items = items[ids.index(after) + 1:]
+            items = items[ids.index(after) + 1 :]
         page = items[:limit]
-        return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-                "last_id": page[-1]["id"] if page else None, "has_more": len(items) > len(page)}
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > len(page),
+        }
 
     def delete(self, response_id: str) -> dict[str, Any]:
         if not self._store.delete(response_id):
@@ -74,7 +80,9 @@ class ResponsesService:
     def _not_found(self, response_id: str, param: str) -> ResponseNotFound:
         return ResponseNotFound(
             f"response {response_id[:80]!r} not found: responses are kept in the API's memory for "
-            f"{self._store.ttl:.0f} s (at most {self._store.max_items}), and never with store=false", param=param)
+            f"{self._store.ttl:.0f} s (at most {self._store.max_items}), and never with store=false",
+            param=param,
+        )
 
     def _history(self, previous: str | None) -> list[dict[str, Any]]:
         if previous is None:
@@ -84,8 +92,13 @@ class ResponsesService:
             raise self._not_found(previous, "previous_response_id")
         return list(entry.messages)
 
-    def _keep(self, body: ResponsesRequest, response: dict[str, Any], conversation: list[dict[str, Any]],
-              message: dict[str, Any]) -> None:
+    def _keep(
+        self,
+        body: ResponsesRequest,
+        response: dict[str, Any],
+        conversation: list[dict[str, Any]],
+        message: dict[str, Any],
+    ) -> None:
         if not body.store:
             return
         reply = {k: v for k, v in message.items() if k in ("role", "content", "reasoning_content", "tool_calls")}
@@ -93,23 +106,30 @@ class ResponsesService:
         reply["content"] = reply.get("content") or ""
         self._store.put(response, conversation + [reply], input_items(body.input))
 
-    def _events(self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]],
-                batches: ChatBatches) -> AsyncIterator[bytes]:
+    def _events(
+        self, body: ResponsesRequest, shape: ResponseShape, conversation: list[dict[str, Any]], batches: ChatBatches
+    ) -> AsyncIterator[bytes]:
         stream = ResponseStream(shape)
 
         def keep() -> None:
             assert stream.response is not None
             self._keep(body, stream.response, conversation, stream.message)
 
-        return relay_events("Responses", body.model, batches, stream, lambda exc: encode_events(stream.fail(exc)),
-                            keep)
+        return relay_events("Responses", body.model, batches, stream, lambda exc: encode_events(stream.fail(exc)), keep)
 
 
 def input_items(raw: str | list[Any]) -> list[dict[str, Any]]:
     """A request's ``input`` as stored items: a string is one user message; every item gets an id if it has none."""
     if isinstance(raw, str):
-        return [{"id": new_id("msg"), "type": "message", "role": "user", "status": "completed",
-                 "content": [{"type": "input_text", "text": raw}]}]
+        return [
+            {
+                "id": new_id("msg"),
+                "type": "message",
+                "role": "user",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": raw}],
+            }
+        ]
     items = []
     for item in raw:
         item = dict(item)
@@ -118,7 +138,8 @@ def input_items(raw: str | list[Any]) -> list[dict[str, Any]]:
         if item["type"] == "message" and isinstance(item.get("content"), str):
             kind = "output_text" if item.get("role") == "assistant" else "input_text"
             item["content"] = [{"type": kind, "text": item["content"]}]
-        item.setdefault("id", new_id({"message": "msg", "function_call": "fc", "reasoning": "rs"}.get(
-            item["type"], "item")))
+        item.setdefault(
+            "id", new_id({"message": "msg", "function_call": "fc", "reasoning": "rs"}.get(item["type"], "item"))
+        )
         items.append(item)
     return items

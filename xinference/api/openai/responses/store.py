@@ -32,8 +32,13 @@ class StoredResponse:
 class ResponseStore:
     """Responses by id, oldest evicted first; not thread-safe (used from the API's event loop only)."""
 
-    def __init__(self, max_items: int = 1000, ttl: float = 3600.0, max_bytes: int = 64 << 20,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        max_items: int = 1000,
+        ttl: float = 3600.0,
+        max_bytes: int = 64 << 20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_items = max_items
         self.ttl = ttl
         self.max_bytes = max_bytes
@@ -45,8 +50,9 @@ class ResponseStore:
         self._expire()
         return len(self._entries)
 
-    def put(self, response: dict[str, Any], messages: list[dict[str, Any]],
-            input_items: list[dict[str, Any]] | None = None) -> None:
+    def put(
+        self, response: dict[str, Any], messages: list[dict[str, Any]], input_items: list[dict[str, Any]] | None = None
+    ) -> None:
         items = input_items or []
         size = sum(len(json.dumps(part, default=str)) for part in (response, messages, items))
         self.delete(response["id"])

@@ -32,14 +32,23 @@ def usage(chat_usage: dict[str, Any] | None) -> dict[str, Any]:
     chat_usage = chat_usage or {}
     prompt, completion = int(chat_usage.get("prompt_tokens") or 0), int(chat_usage.get("completion_tokens") or 0)
     cached = int((chat_usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": prompt + completion}
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
 
 
 def _reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": text}],
-            "status": status}
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "status": status,
+    }
 
 
 def _text_part(text: str) -> dict[str, Any]:
@@ -52,8 +61,14 @@ def _message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]
 
 
 def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
-            "status": status}
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
 
 
 def output_items(message: dict[str, Any], status: str = "completed") -> list[dict[str, Any]]:
@@ -65,8 +80,15 @@ def output_items(message: dict[str, Any], status: str = "completed") -> list[dic
         items.append(_message_item(new_id("msg"), message["content"], status))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        items.append(_call_item(new_id("fc"), call.get("id") or new_id("call"), function.get("name", ""),
-                                function.get("arguments") or "", status))
+        items.append(
+            _call_item(
+                new_id("fc"),
+                call.get("id") or new_id("call"),
+                function.get("name", ""),
+                function.get("arguments") or "",
+                status,
+            )
+        )
     return items
 
 
@@ -79,28 +101,46 @@ class ResponseShape:
     id: str = field(default_factory=lambda: new_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
 
-    def build(self, status: str, output: list[dict[str, Any]], usage_: dict[str, Any] | None = None,
-              finish_reason: str | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
+    def build(
+        self,
+        status: str,
+        output: list[dict[str, Any]],
+        usage_: dict[str, Any] | None = None,
+        finish_reason: str | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         request = self.request
         incomplete = status == "incomplete"
         return {
-            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-            "background": False, "error": error,
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": False,
+            "error": error,
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-            "instructions": request.get("instructions"), "max_output_tokens": request.get("max_output_tokens"),
-            "metadata": request.get("metadata") or {}, "model": self.model, "output": output,
+            "instructions": request.get("instructions"),
+            "max_output_tokens": request.get("max_output_tokens"),
+            "metadata": request.get("metadata") or {},
+            "model": self.model,
+            "output": output,
             "parallel_tool_calls": request.get("parallel_tool_calls") is not False,
             "previous_response_id": request.get("previous_response_id"),
             "reasoning": request.get("reasoning") or {"effort": None, "summary": None},
-            "store": request.get("store", True), "temperature": request.get("temperature"),
+            "store": request.get("store", True),
+            "temperature": request.get("temperature"),
             "text": request.get("text") or {"format": {"type": "text"}},
-            "tool_choice": request.get("tool_choice") or "auto", "tools": request.get("tools") or [],
-            "top_p": request.get("top_p"), "truncation": request.get("truncation") or "disabled",
-            "usage": usage_, "user": request.get("user"),
+            "tool_choice": request.get("tool_choice") or "auto",
+            "tools": request.get("tools") or [],
+            "top_p": request.get("top_p"),
+            "truncation": request.get("truncation") or "disabled",
+            "usage": usage_,
+            "user": request.get("user"),
         }
 
-    def finished(self, output: list[dict[str, Any]], chat_usage: dict[str, Any] | None,
-                 finish_reason: str | None) -> dict[str, Any]:
+    def finished(
+        self, output: list[dict[str, Any]], chat_usage: dict[str, Any] | None, finish_reason: str | None
+    ) -> dict[str, Any]:
         status = "incomplete" if finish_reason == "length" else "completed"
         return self.build(status, output, usage(chat_usage))
 
@@ -130,8 +170,10 @@ class ResponseStream(ChunkWalker):
 
     def start(self) -> list[Event]:
         opening = self.shape.build("in_progress", [])
-        return [self._event("response.created", response=opening),
-                self._event("response.in_progress", response=opening)]
+        return [
+            self._event("response.created", response=opening),
+            self._event("response.in_progress", response=opening),
+        ]
 
     def _take_usage(self, usage: dict[str, Any]) -> None:
         self._usage = usage
@@ -151,8 +193,10 @@ class ResponseStream(ChunkWalker):
     def fail(self, exc: XinferenceError) -> list[Event]:
         error = {"code": exc.code or exc.error_type, "message": exc.message}
         failed = self.shape.build("failed", self.output, error=error)
-        return [self._event("error", code=error["code"], message=exc.message, param=exc.param),
-                self._event("response.failed", response=failed)]
+        return [
+            self._event("error", code=error["code"], message=exc.message, param=exc.param),
+            self._event("response.failed", response=failed),
+        ]
 
     # -- items --------------------------------------------------------------------------------------------------
     def _add(self, item: dict[str, Any]) -> list[Event]:
@@ -166,24 +210,49 @@ class ResponseStream(ChunkWalker):
     def _text(self, kind: str, text: str) -> list[Event]:
         events: list[Event] = []
         if self._open is None or self._open["type"] != kind:
-            item = _reasoning_item(new_id("rs"), "", "in_progress") if kind == "reasoning" else \
-                _message_item(new_id("msg"), None, "in_progress")
+            item = (
+                _reasoning_item(new_id("rs"), "", "in_progress")
+                if kind == "reasoning"
+                else _message_item(new_id("msg"), None, "in_progress")
+            )
             events += self._add(item)
             part = {"type": "reasoning_text", "text": ""} if kind == "reasoning" else _text_part("")
-            events.append(self._event("response.content_part.added", item_id=item["id"],
-                                      output_index=item["_index"], content_index=0, part=part))
+            events.append(
+                self._event(
+                    "response.content_part.added",
+                    item_id=item["id"],
+                    output_index=item["_index"],
+                    content_index=0,
+                    part=part,
+                )
+            )
             item["_text"] = ""
         current = self._open
         assert current is not None
         current["_text"] += text
         if kind == "reasoning":
             self.message["reasoning_content"] = self.message.get("reasoning_content", "") + text
-            events.append(self._event("response.reasoning_text.delta", item_id=current["id"],
-                                      output_index=current["_index"], content_index=0, delta=text))
+            events.append(
+                self._event(
+                    "response.reasoning_text.delta",
+                    item_id=current["id"],
+                    output_index=current["_index"],
+                    content_index=0,
+                    delta=text,
+                )
+            )
         else:
             self.message["content"] += text
-            events.append(self._event("response.output_text.delta", item_id=current["id"],
-                                      output_index=current["_index"], content_index=0, delta=text, logprobs=[]))
+            events.append(
+                self._event(
+                    "response.output_text.delta",
+                    item_id=current["id"],
+                    output_index=current["_index"],
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            )
         return events
 
     def _tool_call(self, call: dict[str, Any]) -> list[Event]:
@@ -192,12 +261,14 @@ class ResponseStream(ChunkWalker):
         events: list[Event] = []
         item = self._calls.get(index)
         if item is None:
-            item = _call_item(new_id("fc"), call.get("id") or new_id("call"), function.get("name") or "", "",
-                              "in_progress")
+            item = _call_item(
+                new_id("fc"), call.get("id") or new_id("call"), function.get("name") or "", "", "in_progress"
+            )
             events += self._add(item)
             self._calls[index] = item
             self.message.setdefault("tool_calls", []).append(
-                {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": ""}})
+                {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": ""}}
+            )
             item["_chat"] = self.message["tool_calls"][-1]
         elif item is not self._open:
             raise EngineError("the engine interleaved the arguments of two tool calls")
@@ -205,8 +276,14 @@ class ResponseStream(ChunkWalker):
         if arguments:
             item["arguments"] += arguments
             item["_chat"]["function"]["arguments"] += arguments
-            events.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                                      output_index=item["_index"], delta=arguments))
+            events.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=item["_index"],
+                    delta=arguments,
+                )
+            )
         return events
 
     def _close(self) -> list[Event]:
@@ -216,8 +293,11 @@ class ResponseStream(ChunkWalker):
         events: list[Event] = []
         where = {"item_id": item["id"], "output_index": item["_index"]}
         if item["type"] == "function_call":
-            events.append(self._event("response.function_call_arguments.done", **where, name=item["name"],
-                                      arguments=item["arguments"]))
+            events.append(
+                self._event(
+                    "response.function_call_arguments.done", **where, name=item["name"], arguments=item["arguments"]
+                )
+            )
             done = _call_item(item["id"], item["call_id"], item["name"], item["arguments"], "completed")
         elif item["type"] == "reasoning":
             part = {"type": "reasoning_text", "text": item["_text"]}
@@ -225,10 +305,12 @@ class ResponseStream(ChunkWalker):
             events.append(self._event("response.content_part.done", **where, content_index=0, part=part))
             done = _reasoning_item(item["id"], item["_text"], "completed")
         else:
-            events.append(self._event("response.output_text.done", **where, content_index=0, text=item["_text"],
-                                      logprobs=[]))
-            events.append(self._event("response.content_part.done", **where, content_index=0,
-                                      part=_text_part(item["_text"])))
+            events.append(
+                self._event("response.output_text.done", **where, content_index=0, text=item["_text"], logprobs=[])
+            )
+            events.append(
+                self._event("response.content_part.done", **where, content_index=0, part=_text_part(item["_text"]))
+            )
             done = _message_item(item["id"], item["_text"], "completed")
         self.output.append(done)
         events.append(self._event("response.output_item.done", output_index=item["_index"], item=done))

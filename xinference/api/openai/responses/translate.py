@@ -61,8 +61,11 @@ class _Items:
         elif kind == "reasoning":
             self._reasoning(item, at)
         elif isinstance(kind, str):
-            raise UnsupportedOption(f"input item type {kind[:60]!r} is not supported: send messages, function_call, "
-                                    "function_call_output and reasoning items", param=f"{at}.type")
+            raise UnsupportedOption(
+                f"input item type {kind[:60]!r} is not supported: send messages, function_call, "
+                "function_call_output and reasoning items",
+                param=f"{at}.type",
+            )
         else:
             raise InvalidRequest("an input item needs a 'type' (or a 'role' for a message)", param=at)
 
@@ -75,8 +78,9 @@ class _Items:
     def _message(self, item: dict[str, Any], at: str) -> None:
         role = item.get("role")
         if role not in _ROLES:
-            raise InvalidRequest(f"unknown role {str(role)[:40]!r}: use user, system, developer or assistant",
-                                 param=f"{at}.role")
+            raise InvalidRequest(
+                f"unknown role {str(role)[:40]!r}: use user, system, developer or assistant", param=f"{at}.role"
+            )
         content = self._content(item.get("content"), f"{at}.content", assistant=role == "assistant")
         if role == "assistant":
             last = self._assistant()
@@ -104,8 +108,11 @@ class _Items:
             elif kind in ("input_file", "input_audio"):
                 raise UnsupportedOption(f"content part type {kind!r} is not supported", param=where)
             else:
-                raise InvalidRequest(f"invalid content part {str(kind)[:40]!r}: use input_text (output_text for "
-                                     "assistant messages) with a 'text', or input_image", param=where)
+                raise InvalidRequest(
+                    f"invalid content part {str(kind)[:40]!r}: use input_text (output_text for "
+                    "assistant messages) with a 'text', or input_image",
+                    param=where,
+                )
         if all(p["type"] == "text" for p in parts):
             return "\n".join(p["text"] for p in parts)
         return parts
@@ -113,11 +120,13 @@ class _Items:
     def _image(self, part: dict[str, Any], at: str) -> dict[str, Any]:
         url = part.get("image_url")
         if part.get("file_id") and not url:
-            raise UnsupportedOption("images by file_id are not supported; send image_url (a URL or a data URL)",
-                                    param=f"{at}.file_id")
+            raise UnsupportedOption(
+                "images by file_id are not supported; send image_url (a URL or a data URL)", param=f"{at}.file_id"
+            )
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:image/")):
-            raise InvalidRequest("input_image needs an image_url (http(s) or a data:image/... URL)",
-                                 param=f"{at}.image_url")
+            raise InvalidRequest(
+                "input_image needs an image_url (http(s) or a data:image/... URL)", param=f"{at}.image_url"
+            )
         self.image_param = self.image_param or at
         return {"type": "image_url", "image_url": {"url": url}}
 
@@ -137,9 +146,11 @@ class _Items:
     def _function_output(self, item: dict[str, Any], at: str) -> None:
         call_id, output = item.get("call_id"), item.get("output")
         if call_id not in self.call_ids:
-            raise InvalidRequest(f"no function_call with call_id {str(call_id)[:80]!r} precedes this "
-                                 "function_call_output (in this input or the previous response)",
-                                 param=f"{at}.call_id")
+            raise InvalidRequest(
+                f"no function_call with call_id {str(call_id)[:80]!r} precedes this "
+                "function_call_output (in this input or the previous response)",
+                param=f"{at}.call_id",
+            )
         content = output if isinstance(output, str) else self._content(output, f"{at}.output")
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
 
@@ -147,10 +158,10 @@ class _Items:
         texts = []
         for key, part_type in (("content", "reasoning_text"), ("summary", "summary_text")):
             for i, part in enumerate(item.get(key) or []):
-                if not isinstance(part, dict) or part.get("type") != part_type or not isinstance(part.get("text"),
-                                                                                                  str):
-                    raise InvalidRequest(f"reasoning {key} parts are {part_type} objects with a 'text'",
-                                         param=f"{at}.{key}[{i}]")
+                if not isinstance(part, dict) or part.get("type") != part_type or not isinstance(part.get("text"), str):
+                    raise InvalidRequest(
+                        f"reasoning {key} parts are {part_type} objects with a 'text'", param=f"{at}.{key}[{i}]"
+                    )
                 texts.append(part["text"])
             if texts:
                 break  # the full reasoning text when present, else its summary
@@ -164,8 +175,10 @@ def _refuse_unsupported(request: ResponsesRequest) -> None:
     if request.background:
         raise UnsupportedOption("background responses are not supported; stream instead", param="background")
     if request.truncation == "auto":
-        raise UnsupportedOption("truncation 'auto' is not supported: a conversation that does not fit the "
-                                "model's context is a 400", param="truncation")
+        raise UnsupportedOption(
+            "truncation 'auto' is not supported: a conversation that does not fit the model's context is a 400",
+            param="truncation",
+        )
     if request.top_logprobs:
         raise UnsupportedOption("top_logprobs is not supported on /v1/responses", param="top_logprobs")
     for name in ("conversation", "prompt"):
@@ -178,8 +191,9 @@ def _chat_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]] | None,
     for n, tool in enumerate(request.tools or []):
         at = f"tools[{n}]"
         if tool.get("type") != "function":
-            raise UnsupportedOption(f"tool type {str(tool.get('type'))[:60]!r} is not supported: define "
-                                    "function tools", param=f"{at}.type")
+            raise UnsupportedOption(
+                f"tool type {str(tool.get('type'))[:60]!r} is not supported: define function tools", param=f"{at}.type"
+            )
         name = check_tool_name(tool.get("name"), f"{at}.name")
         if name in names:
             raise InvalidRequest(f"tool name {name!r} is defined twice", param=f"{at}.name")
@@ -201,11 +215,14 @@ def _chat_tool_choice(request: ResponsesRequest, names: set[str]) -> Any:
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function":
         if choice.get("name") not in names:
-            raise InvalidRequest(f"tool_choice names function {str(choice.get('name'))[:80]!r}, which is not "
-                                 "in 'tools'", param="tool_choice.name")
+            raise InvalidRequest(
+                f"tool_choice names function {str(choice.get('name'))[:80]!r}, which is not in 'tools'",
+                param="tool_choice.name",
+            )
         return {"type": "function", "function": {"name": choice["name"]}}
-    raise UnsupportedOption("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name'}",
-                            param="tool_choice")
+    raise UnsupportedOption(
+        "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name'}", param="tool_choice"
+    )
 
 
 def _response_format(request: ResponsesRequest) -> dict[str, Any] | None:
@@ -215,8 +232,10 @@ def _response_format(request: ResponsesRequest) -> dict[str, Any] | None:
     if fmt.get("type") == "json_object":
         return {"type": "json_object"}
     if fmt.get("type") != "json_schema":
-        raise InvalidRequest(f"unknown text.format type {str(fmt.get('type'))[:40]!r}: use text, json_object "
-                             "or json_schema", param="text.format.type")
+        raise InvalidRequest(
+            f"unknown text.format type {str(fmt.get('type'))[:40]!r}: use text, json_object or json_schema",
+            param="text.format.type",
+        )
     name, schema = fmt.get("name"), fmt.get("schema")
     if not isinstance(name, str) or not name:
         raise InvalidRequest("a json_schema text.format needs a 'name'", param="text.format.name")
@@ -251,10 +270,17 @@ def responses_to_chat(request: ResponsesRequest, history: list[dict[str, Any]]) 
         raise InvalidRequest("input is empty", param="input")
     tools, tool_choice = _chat_tools(request)
     fields: dict[str, Any] = dict(
-        model=request.model, messages=messages + items.messages, tools=tools, tool_choice=tool_choice,
-        parallel_tool_calls=request.parallel_tool_calls, response_format=_response_format(request),
-        chat_template_kwargs=_template_kwargs(request), max_tokens=request.max_output_tokens,
-        temperature=request.temperature, top_p=request.top_p, stream=request.stream,
+        model=request.model,
+        messages=messages + items.messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls,
+        response_format=_response_format(request),
+        chat_template_kwargs=_template_kwargs(request),
+        max_tokens=request.max_output_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        stream=request.stream,
     )
     if request.stream:
         fields["stream_options"] = {"include_usage": True}
