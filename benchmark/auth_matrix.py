@@ -1,7 +1,7 @@
 """Auth matrix: with API keys set, every route of the OpenAPI document (and ``/metrics``) refuses a request
 without a key (401) and lets the same request through with one.
 
-Run against a live server started with ``XINFERENCE_API_KEYS``; ``tests/hardening/test_auth_matrix.py`` runs it in
+Run against a live server started with ``XINFERENCE_API_KEYS``; ``tests/api/test_auth_matrix.py`` runs it in
 the test suite and ``python -m benchmark.auth_matrix`` writes ``benchmark/results/auth_matrix.md``. Path
 parameters are filled with names nothing has, and bodies are empty objects, so a request that passes auth is
 answered 2xx or 4xx by the route itself (never 401, never 5xx) and changes nothing.

@@ -1,7 +1,7 @@
 """Fuzzing the HTTP API from its OpenAPI document with Hypothesis: every route, generated path parameters, query
 strings and JSON bodies (the schema's own field names with values of any JSON type, unknown fields, non-objects).
 
-Checked for every answer: no 5xx, and no traceback or local path in the body. ``tests/hardening/test_fuzz_api.py``
+Checked for every answer: no 5xx, and no traceback or local path in the body. ``tests/api/test_fuzz_api.py``
 runs a bounded number of examples in the suite; ``python -m benchmark.fuzz_api --endpoint URL --examples N``
 runs longer and writes ``benchmark/results/fuzz.md``. Generation lengths are capped (``max_tokens`` at most 4) so
 a request the server accepts finishes quickly; nothing generated names an existing model, so nothing is stopped.

@@ -17,7 +17,7 @@ import pytest
 
 from tests.api.test_metrics import scrape, value
 from tests.conftest import start_local_server
-from tests.core.test_hardware import MIB, _canned_csv_body, needs_fake_nvidia_smi
+from tests.hardware.test_hardware import MIB, _canned_csv_body, needs_fake_nvidia_smi
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.gateway.test_keepalive import _describe, _wait_status
 from tests.conftest import DEFAULT_MODEL, LocalServer
-from tests.core.test_keepalive import _describe, _wait_status
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_hardware import (
+from tests.hardware.test_hardware import (
     CANNED_CSV,
     FakeNvml,
     _canned_csv_body,

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.gateway.test_keepalive import _chat, _describe, _gone, _wait_status
 from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
-from tests.core.test_keepalive import _chat, _describe, _gone, _wait_status
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import xoscar as xo
 
-from tests.hardening.test_launch_races import ENGINES
+from tests.core.supervisor.test_launch_races import ENGINES
 from tests.machines import linux
 from xinference.core.launch import LaunchPlan
 from xinference.core.supervisor import SupervisorActor
