@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from tests.machines import linux
-from xinference.core import worker as worker_module
 from xinference.core.launch import LaunchPlan
 from xinference.core.worker import WorkerActor
+from xinference.core.worker import actor as worker_module
+from xinference.core.worker import replica as worker_replica
 from xinference.engines.base import Engine
 
 
@@ -142,13 +143,13 @@ def test_the_engine_class_is_looked_up_once_per_replica(
     """Before, the worker looked the engine up at every start of the process and at every tick of its health
     watch (each second, for each replica)."""
     looked_up: list[str] = []
-    real = worker_module.get_engine_class
+    real = worker_replica.get_engine_class
 
     def counting(name: str) -> type[Engine]:
         looked_up.append(name)
         return real(name)
 
-    monkeypatch.setattr(worker_module, "get_engine_class", counting)
+    monkeypatch.setattr(worker_replica, "get_engine_class", counting)
     worker = WorkerActor(main_pool=_StandInPool())
 
     async def scenario() -> list[bool]:

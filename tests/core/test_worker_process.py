@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from tests.machines import linux
-from xinference.core import worker as worker_module
 from xinference.core.exit_watch import UNKNOWN_EXIT, ExitWatch
 from xinference.core.launch import LaunchPlan
 from xinference.core.worker import WorkerActor, _Replica
+from xinference.core.worker import actor as worker_module
 
 
 def _plan(model_uid: str = "m", replica_uid: str = "m-0", **fields: Any) -> LaunchPlan:

@@ -105,7 +105,7 @@ class SupervisorRef(Protocol):
 
 
 class WorkerRef(Protocol):
-    """A WorkerActor (``core/worker.py``) as the supervisor and the entry points call it."""
+    """A WorkerActor (``core/worker/actor.py``) as the supervisor and the entry points call it."""
 
     async def hardware(self) -> dict[str, Any]: ...
     async def launch_replica(self, plan: LaunchPlan | dict[str, Any]) -> dict[str, Any]: ...

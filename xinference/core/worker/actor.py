@@ -1,5 +1,9 @@
 """WorkerActor: one per node; starts each model replica in its own subprocess and reports the node's hardware.
 
+The actor holds the replicas and talks to the supervisor and the model processes; what it knows about one replica
+and how its process is set up are in ``replica.py``, when a replica is checked and restarted in ``health.py``, the
+saved replicas a restarted worker relaunches in ``state.py``.
+
 A replica's subprocess is an xoscar sub pool of the worker's main pool. Its stdout/stderr go to
 ``XINFERENCE_HOME/logs/models/<replica>.log``, so when a load fails or the process dies, the error carries the
 exit code and the last lines the engine printed (local paths shortened to file names).
@@ -10,10 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -26,9 +28,9 @@ from xinference.core.exit_watch import ExitWatch
 from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import LOG_ENV, ModelActor
 from xinference.core.refs import WORKER_UID, ReplicaRef, SupervisorRef, replica_ref, supervisor_ref
-from xinference.engines import envs
-from xinference.engines.base import Engine
-from xinference.engines.registry import get_engine_class
+from xinference.core.worker.health import HEALTH_INTERVAL_S, health_due, refill_restart_budget
+from xinference.core.worker.replica import _Replica, device_env, engine_class, engine_process
+from xinference.core.worker.state import SavedReplicas
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
 from xinference.hardware import detect_hardware
 from xinference.logtail import log_tail
@@ -37,47 +39,6 @@ __all__ = ["WorkerActor"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-#: Seconds between two health checks of a replica whose engine has one (a managed server process).
-HEALTH_INTERVAL_S = 5.0
-#: A replica that served this long since its last (re)start gets its whole restart budget back: the budget stops a
-#: crash loop (a process that dies while or soon after loading), not a replica that dies now and then over days
-RESTART_BUDGET_RESET_S = 30.0
-
-
-@dataclass
-class _Replica:
-    replica_uid: str
-    address: str
-    log_path: Path
-    plan: LaunchPlan
-    facts: dict[str, Any] = field(default_factory=dict)
-    #: its engine's adapter class, looked up once when the replica is created (None: this worker does not know the
-    #: engine; its model process then fails the load, naming it)
-    engine: type[Engine] | None = None
-    #: restarts in a row: set back to 0 once the replica has served ``RESTART_BUDGET_RESET_S`` since its last start
-    restarts: int = 0
-    #: loop time when its process last started serving
-    serving_since: float = 0.0
-    restarting: bool = False
-    checking: bool = False
-    last_health: float = 0.0
-    #: the supervisor cancelled the launch (possibly before the process existed): it must not load
-    cancelled: bool = False
-
-    def report(self) -> dict[str, Any]:
-        """What the supervisor needs to (re)adopt this replica (the plan as a dict: the supervisor reads it so)."""
-        return {
-            "plan": self.plan.to_dict(),
-            "address": self.address,
-            "pid": self.facts.get("pid"),
-            "engine_config": self.facts.get("engine_config", {}),
-        }
-
-    @property
-    def has_health_check(self) -> bool:
-        """Whether its engine checks its own health (a managed server): the worker then polls it."""
-        return self.engine is not None and self.engine.check_health is not Engine.check_health
 
 
 class WorkerActor(xo.StatelessActor):
@@ -99,6 +60,7 @@ class WorkerActor(xo.StatelessActor):
         self._reports = FailureStreak(logger, "reporting to the supervisor")
         self._supervisor: SupervisorRef | None = None
         self._envs = EnvJobs()
+        self._saved = SavedReplicas(settings.home_dir() / "worker" / "replicas.json")
 
     @classmethod
     def default_uid(cls) -> str:
@@ -113,31 +75,18 @@ class WorkerActor(xo.StatelessActor):
         if self._restore:
             self._tasks.spawn(self._relaunch_saved(), "relaunch-saved")
 
-    def _state_file(self) -> Path:
-        return settings.home_dir() / "worker" / "replicas.json"
-
     def _save_state(self) -> None:
-        """Remember the running replicas' plans (atomically), so a restarted worker can relaunch them. An orderly
-        shutdown keeps the file as it was: what ran before the stop runs again after the restart."""
-        if self._stopping:
-            return
-        path = self._state_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        plans = [r.plan.to_dict() for r in self._replicas.values() if r.facts]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(plans), encoding="utf-8")
-        os.replace(tmp, path)
+        """Remember the running replicas' plans, so a restarted worker can relaunch them. An orderly shutdown keeps
+        the file as it was: what ran before the stop runs again after the restart."""
+        if not self._stopping:
+            self._saved.save([r.plan for r in self._replicas.values() if r.facts])
 
     async def _relaunch_saved(self) -> None:
-        try:
-            plans = json.loads(self._state_file().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        for saved in plans:
+        for saved in self._saved.load():
             try:
-                await self.launch_replica(LaunchPlan.from_dict(saved))
+                await self.launch_replica(saved)
             except Exception as exc:  # noqa: BLE001 - one replica failing must not stop the others
-                logger.warning("could not relaunch %s: %s", saved.get("replica_uid"), exc)
+                logger.warning("could not relaunch %s: %s", saved.replica_uid, exc)
         if self._supervisor is not None and self._replicas:
             try:
                 await self._register([r.report() for r in self._replicas.values() if r.facts])
@@ -231,7 +180,7 @@ class WorkerActor(xo.StatelessActor):
                 "",
                 settings.model_logs_dir() / f"{replica_uid}.log",
                 plan,
-                engine=_engine_class(plan.model_engine),
+                engine=engine_class(plan.model_engine),
             )
             self._replicas[replica_uid] = replica
         try:
@@ -243,18 +192,11 @@ class WorkerActor(xo.StatelessActor):
         self._save_state()
         return {"address": replica.address, **replica.facts}
 
-    def _subprocess_env(self, plan: LaunchPlan) -> dict[str, str]:
-        env = {LOG_ENV: "", "CUDA_VISIBLE_DEVICES": ""}
-        gpus = {g["index"]: g for g in plan.hardware.get("gpus", [])}
-        chosen = [gpus[i].get("uuid") or str(gpus[i].get("physical_index", i)) for i in plan.gpu_indices if i in gpus]
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
-        return env
-
     async def _spawn(self, replica: _Replica) -> None:
         """Create the subprocess and load the model in it; on failure, clean up and raise with the log tail."""
         replica.log_path.write_text("")
-        python, engine_env = self._engine_process(replica.engine, replica.plan)
-        env = {**self._subprocess_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
+        python, engine_env = engine_process(replica.engine, replica.plan)
+        env = {**device_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
         address = await self._pool.append_sub_pool(
             label=f"model:{replica.replica_uid}",
             env=env,
@@ -288,20 +230,6 @@ class WorkerActor(xo.StatelessActor):
         if replica.cancelled:
             raise LaunchFailed(f"the launch of {replica.plan.model_uid or replica.replica_uid!r} was cancelled")
 
-    @staticmethod
-    def _engine_process(cls: type[Engine] | None, plan: LaunchPlan) -> tuple[str | None, dict[str, str]]:
-        """The Python a replica's process starts with (an overlay engine env's, when its engine has one installed)
-        and the environment variables its engine asks for. Asked at every start of the process: an engine
-        environment installed since the last one is used by the next."""
-        if cls is None:
-            return None, {}
-        from xinference.hardware import HardwareInfo
-
-        hardware = HardwareInfo.model_validate(plan.hardware) if plan.hardware else detect_hardware()
-        recipe = cls.env_recipe(hardware)
-        python = envs.env_python(cls.name) if recipe is not None and recipe.overlay else None
-        return (str(python) if python is not None else None), cls.process_env(hardware)
-
     async def _watch_replicas(self) -> None:
         """Notice replicas whose process died; report them and restart them (up to the restart limit)."""
         while True:
@@ -317,14 +245,7 @@ class WorkerActor(xo.StatelessActor):
                     self._tasks.spawn(self._check_health(replica), f"health-{replica.replica_uid}")
 
     def _health_due(self, replica: _Replica) -> bool:
-        """Replicas whose engine has its own health check (a managed server) are asked every few seconds."""
-        if not replica.has_health_check or replica.checking:
-            return False
-        now = asyncio.get_running_loop().time()
-        if now - replica.last_health < HEALTH_INTERVAL_S:
-            return False
-        replica.last_health = now
-        return True
+        return health_due(replica, asyncio.get_running_loop().time())
 
     async def _check_health(self, replica: _Replica) -> None:
         """A replica whose engine fails its health check is stopped and recovered like a dead process."""
@@ -358,9 +279,7 @@ class WorkerActor(xo.StatelessActor):
             if reason is None
             else f"replica {replica.replica_uid} is restarting after a failed health check: {reason}",
         )
-        served = asyncio.get_running_loop().time() - replica.serving_since
-        if replica.serving_since and served >= RESTART_BUDGET_RESET_S:
-            replica.restarts = 0  # it served a while: this death is not part of a crash loop
+        refill_restart_budget(replica, asyncio.get_running_loop().time())
         while replica.restarts < settings.model_restart_limit() and replica.replica_uid in self._replicas:
             replica.restarts += 1
             try:
@@ -538,11 +457,3 @@ class WorkerActor(xo.StatelessActor):
     def _with_log(message: str, log_path: Path) -> str:
         tail = log_tail(log_path)
         return f"{message}\nlast log lines of the model process:\n{tail}" if tail else message
-
-
-def _engine_class(name: str) -> type[Engine] | None:
-    """The adapter class of engine ``name``, or None when this worker does not know it."""
-    try:
-        return get_engine_class(name)
-    except XinferenceError:
-        return None
