@@ -24,7 +24,6 @@ from xinference.core.placement import Placement, parse_gpu_idx, place_replicas, 
 from xinference.core.supervisor.records import ModelRecord, WorkerEntry
 from xinference.engines.matcher import match_engine
 from xinference.engines.memory import check_fit
-from xinference.engines.registry import get_engine_class
 from xinference.errors import InvalidRequest, ModelUnavailable
 from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
@@ -95,8 +94,8 @@ class Booker:
         """Placements for ``count`` replicas; an engine that shards a model over several GPUs (tensor parallelism)
         gets that many per replica when ``n_gpu`` is ``auto``."""
         placements = self.place(count, launch)
-        engine_cls = get_engine_class(record.model_engine)
-        needed = engine_cls.gpus_needed(engine_cls.parse_config(record.engine_kwargs))
+        engine_cls, config = record.engine()
+        needed = engine_cls.gpus_needed(config)
         first = self._workers[placements[0].address]
         if (
             needed
@@ -112,7 +111,7 @@ class Booker:
     def book(self, record: ModelRecord, placements: list[Placement], check_memory: bool) -> list[str]:
         """Check and book one replica per placement for ``record``; returns their replica uids. Nothing stays
         booked when one is refused (InvalidRequest naming the numbers)."""
-        engine_cls = get_engine_class(record.model_engine)
+        engine_cls, _ = record.engine()
         choice = record.choice
         for placement in placements:
             self.check_engine_fits(record.model_engine, choice, placement)

@@ -149,7 +149,7 @@ class Launcher:
         launch.engine_kwargs, draft = plan_draft(
             self._registry, choice, matched.engine, engine_cls.config_class, launch.engine_kwargs
         )
-        engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
+        config = engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
         # what is wrong with the request itself comes first (above); then whether its uid is free
         uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
         if uid in self._models:
@@ -170,6 +170,7 @@ class Launcher:
             launch=dict(request),
             limits=limits,
         )
+        record._engine = (engine_cls, config)  # resolved and parsed once for the whole launch
         placements = self._booker.sized(record, launch.replica, launch)
         record.hardware = self._booker.devices_for(placements[0])
         booked = self._booker.book(record, placements, check_memory=not launch.ignore_memory_check)

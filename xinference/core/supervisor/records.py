@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 from xinference.core.launch import LaunchRequest, slots_of
 from xinference.core.refs import WorkerRef
+from xinference.engines.base import Engine
+from xinference.engines.registry import get_engine_class
 from xinference.errors import ModelUnavailable
 from xinference.hardware import HardwareInfo
 from xinference.model.registry import SpecChoice
@@ -120,7 +122,18 @@ class ModelRecord:
     limits: dict[str, Any] = field(default_factory=dict)
     #: seconds the last (re)load of every replica took
     load_seconds: float | None = None
+    #: the engine's adapter class and its parsed options, resolved once per launch (placement, the memory check and
+    #: the booking of every replica read them); see :meth:`engine`
+    _engine: tuple[type[Engine], Any] | None = field(default=None, repr=False, compare=False)
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
+
+    def engine(self) -> tuple[type[Engine], Any]:
+        """(adapter class, parsed engine options) of this model: looked up and parsed the first time, then kept.
+        ``engine_kwargs`` do not change after the launch decided them."""
+        if self._engine is None:
+            cls = get_engine_class(self.model_engine)
+            self._engine = (cls, cls.parse_config(self.engine_kwargs))
+        return self._engine
 
     def event(self, kind: str, message: str) -> None:
         self.events.append({"time": time.time(), "event": kind, "message": message})
