@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from tests.api.test_protocol import OFFICIAL_CLIENT_PAYLOAD
+from tests.api.admin.test_protocol import OFFICIAL_CLIENT_PAYLOAD
 from xinference.api.admin.models.protocol import AddReplicasRequest, LaunchModelRequest
 from xinference.cli.main import main
 from xinference.errors import InvalidRequest, UnsupportedOption
