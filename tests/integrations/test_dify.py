@@ -20,6 +20,9 @@ they read them.
   ``function_call``, tool results with ``tool_call_id`` and ``name``. It reads ``choices[0].message`` (content,
   tool_calls, function_call) or, streaming, each chunk's ``delta`` and ``finish_reason``, and
   ``system_fingerprint``.
+  A model that generates but does not chat gets a generate handle and the completion mode instead:
+  ``completions.create(model=uid, prompt=<the messages' text joined>, stream, user, <same sampling fields>)``,
+  reading ``choices[0].text`` and ``finish_reason``.
 - ``models/text_embedding/text_embedding.py``: credentials: the helper, ``Client.get_model`` must be a
   ``RESTfulEmbeddingModelHandle``, then one embedding of ``["ping"]``; a call:
   ``RESTfulEmbeddingModelHandle(uid, server_url, auth_headers).create_embedding(input=texts)``, reading
@@ -34,9 +37,12 @@ The keyed variants (a server with ``XINFERENCE_API_KEYS``) are in ``test_with_ap
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import requests
 from openai import OpenAI
@@ -45,11 +51,17 @@ from xinference_client.client.restful.restful_client import (
     Client,
     RESTfulChatModelHandle,
     RESTfulEmbeddingModelHandle,
+    RESTfulGenerateModelHandle,
     RESTfulRerankModelHandle,
 )
 from yarl import URL
 
 from tests.conftest import LocalServer
+from xinference.model.download import resolve_model_path
+from xinference.model.registry import ModelRegistry
+
+#: a registration of the bundled SmolLM2 weights that only generates: what Dify drives in its completion mode
+BASE_MODEL = "integrations-smol-generate"
 
 #: the documents and query Dify's rerank credential check sends
 KASUMI_QUERY = "Whose kasumi"
@@ -160,10 +172,9 @@ def stream_as_dify(chunks: Iterator[Any]) -> tuple[str, str | None, int]:
         assert chunk.system_fingerprint is None or isinstance(chunk.system_fingerprint, str)
         assert not choice.delta.tool_calls and choice.delta.function_call is None
         yielded += 1
+        text += choice.delta.content or ""  # the finishing chunk's content is shown too
         if choice.finish_reason is not None:
             finish = choice.finish_reason
-        else:
-            text += choice.delta.content
     return text, finish, yielded
 
 
@@ -268,3 +279,58 @@ def test_unknown_uid(local_server: LocalServer) -> None:
     assert "no-such-model" in response.json()["error"]["message"]
     with pytest.raises(RuntimeError, match="no-such-model"):
         Client(base_url=local_server.endpoint, api_key=None).get_model("no-such-model")
+
+
+@pytest.fixture(scope="module")
+def base_uid(local_server: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("integrations-base")
+    source = resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1")
+    os.symlink(source, Path(folder) / f"{BASE_MODEL}.Q4_1.gguf")
+    family = {
+        "model_name": BASE_MODEL,
+        "model_ability": ["generate"],
+        "context_length": 2048,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_135",
+                "quantizations": ["Q4_1"],
+                "model_uri": f"file://{folder}",
+            }
+        ],
+    }
+    registered = httpx.post(f"{local_server.api}/model_registrations/LLM", json={"model": family}, timeout=30)
+    assert registered.status_code == 200, registered.text
+    launched = httpx.post(
+        f"{local_server.api}/models",
+        json={"model_name": BASE_MODEL, "model_engine": "llama.cpp", "n_ctx": 2048, "n_parallel": 1},
+        timeout=120,
+    )
+    assert launched.status_code == 200, launched.text
+    yield BASE_MODEL
+    httpx.delete(f"{local_server.api}/models/{BASE_MODEL}", timeout=60)
+    httpx.delete(f"{local_server.api}/model_registrations/LLM/{BASE_MODEL}", timeout=30)
+
+
+def test_llm_completion_mode(local_server: LocalServer, base_uid: str) -> None:
+    view = dify_view(describe(local_server.endpoint, base_uid).json())
+    assert view["completion_type"] == "completion" and view["context_length"] == 2048
+    handle = Client(base_url=local_server.endpoint, api_key=None).get_model(base_uid)
+    assert isinstance(handle, RESTfulGenerateModelHandle) and not isinstance(handle, RESTfulChatModelHandle)
+    client = dify_openai(local_server)
+    prompt = "You are a helpful assistant.The capital of France is"  # Dify joins the messages' text as it is
+    blocking = client.completions.create(
+        model=base_uid, prompt=prompt, stream=False, user=None, **generate_config(max_tokens=12)
+    )
+    assert len(blocking.choices) > 0 and isinstance(blocking.choices[0].text, str)
+    assert blocking.system_fingerprint is None or isinstance(blocking.system_fingerprint, str)
+    text, finish = "", None
+    for chunk in client.completions.create(
+        model=base_uid, prompt=prompt, stream=True, user="dify-user-1", **generate_config(max_tokens=12)
+    ):
+        if len(chunk.choices) == 0:
+            continue
+        text += chunk.choices[0].text or ""
+        if chunk.choices[0].finish_reason is not None:
+            finish = chunk.choices[0].finish_reason
+    assert text and finish in ("stop", "length")
