@@ -17,14 +17,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Protocol, Union
 
 from xinference.model.parsers.base import ParsedCall, ToolCallDelta, new_call_id, scan_object
 
-__all__ = ["ToolCallFormat", "ToolCallStream", "ToolEvent", "parse_tool_calls"]
+__all__ = ["CallStream", "ToolCallFormat", "ToolCallStream", "ToolEvent", "Tools", "parse_tool_calls"]
 
 #: What a stream step yields: content text, or a piece of a tool call.
 ToolEvent = Union[str, ToolCallDelta]
+
+#: The request's ``tools`` (OpenAI's shape), when the parser is told them: formats that write raw text values
+#: (Qwen3-Coder's XML, GLM's ``<arg_value>``) read the declared parameter types from them.
+Tools = list[dict[str, Any]]
+
+
+class CallStream(Protocol):
+    """What every format's stream does: ``feed(delta)`` then ``finish()``, each returning events in order;
+    ``calls`` counts the calls announced so far."""
+
+    calls: int
+
+    def feed(self, delta: str) -> list[ToolEvent]: ...
+
+    def finish(self) -> list[ToolEvent]: ...
 
 
 @dataclass(frozen=True)
@@ -45,12 +60,13 @@ class ToolCallFormat:
     call_prefix: str = ""
     call_suffix: str = ""
 
-    def stream(self) -> ToolCallStream:
+    def stream(self, tools: Tools | None = None) -> CallStream:
+        """A parser for one message; ``tools`` are the request's (the JSON formats do not need them)."""
         return ToolCallStream(self)
 
-    def parse(self, text: str) -> tuple[str, list[ParsedCall]]:
+    def parse(self, text: str, tools: Tools | None = None) -> tuple[str, list[ParsedCall]]:
         """Split a whole message into its content and its tool calls."""
-        return parse_tool_calls(self, text)
+        return parse_tool_calls(self, text, tools)
 
 
 @dataclass
@@ -248,9 +264,9 @@ def _held_suffix(text: str, markers: tuple[str, ...]) -> int:
     return longest
 
 
-def parse_tool_calls(fmt: ToolCallFormat, text: str) -> tuple[str, list[ParsedCall]]:
+def parse_tool_calls(fmt: ToolCallFormat, text: str, tools: Tools | None = None) -> tuple[str, list[ParsedCall]]:
     """Content and complete calls of a whole message (the stream fed once)."""
-    stream = fmt.stream()
+    stream = fmt.stream(tools)
     events = stream.feed(text) + stream.finish()
     content: list[str] = []
     calls: list[ParsedCall] = []
