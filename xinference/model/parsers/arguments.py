@@ -67,7 +67,8 @@ def _as(kind: str, text: str) -> tuple[bool, Any]:
             return False, None
         if number != number or number in (float("inf"), float("-inf")):
             return False, None
-        return True, int(number) if number.is_integer() and "." not in stripped and "e" not in stripped.lower() else number
+        written_whole = "." not in stripped and "e" not in stripped.lower()
+        return True, int(number) if number.is_integer() and written_whole else number
     if kind == "boolean":
         lowered = stripped.lower()
         return (True, lowered == "true") if lowered in ("true", "false") else (False, None)

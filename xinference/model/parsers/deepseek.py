@@ -7,7 +7,8 @@
     ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 
     deepseek_v31 (V3.1, V3.1-Terminus, V3.2-Exp):
-    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>
+    <｜tool▁calls▁end｜>
 
     deepseek_v32 (V3.2): DSML, values raw unless string="false" (then JSON):
     <｜DSML｜function_calls>
@@ -26,7 +27,7 @@ import json
 import re
 
 from xinference.model.parsers.arguments import convert_value, tool_properties
-from xinference.model.parsers.blocks import BlockCallFormat, InnerParser, Call, Done, Step, read_block
+from xinference.model.parsers.blocks import BlockCallFormat, Call, Done, InnerParser, Step, read_block
 from xinference.model.parsers.tool_calls import Tools
 
 __all__ = ["DEEPSEEK_V3", "DEEPSEEK_V31", "DEEPSEEK_V32"]

@@ -148,7 +148,7 @@ def _emit(events: list[ReasoningEvent], kind: Literal["reasoning", "content"], t
 class HarmonyTags(ReasoningTags):
     """Harmony's channels as a family's reasoning "tags": the analysis channel's header and ``<|end|>``."""
 
-    def stream(self, *, enabled: bool = True, primed: bool = False) -> HarmonyStream:  # type: ignore[override]
+    def stream(self, *, enabled: bool = True, primed: bool = False) -> HarmonyStream:
         return HarmonyStream()
 
 

@@ -1,6 +1,9 @@
 """Kimi K2's tool calls: a section of calls, each with the model's own id ``functions.NAME:INDEX``::
 
-    <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+    <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>
+    {"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>
+
+(one line in the model's output; broken here for width).
 
 The id is kept as the call's id: Kimi's chat template writes an earlier call back with it, and the tool result is
 matched to the call by it.
