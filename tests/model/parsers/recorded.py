@@ -168,12 +168,23 @@ FORMAT_CALLS = [
         "",
         [("write_file", {"path": "/tmp/a.py", "content": "def f():\n    return '<tag>'\n", "mode": 420})],
     ),
-    # a call cut off by max_tokens inside a parameter: read as far as it goes (finish_reason stays "length")
+    # a call cut off by max_tokens inside a value: content (a cut value must never pass for a whole argument)
     FormatSample(
         "qwen3_coder",
-        "Sure <tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
-        "Sure ",
-        [("get_weather", {"city": "Par"})],
+        "Sure <tool_call>\n<function=write_file>\n<parameter=content>\nimport o",
+        "Sure <tool_call>\n<function=write_file>\n<parameter=content>\nimport o",
+    ),
+    # ... but a call whose values all closed is read even when the end marker is missing
+    FormatSample(
+        "qwen3_coder",
+        "<tool_call>\n<function=get_time>\n</function>\n",
+        "",
+        [("get_time", {})],
+    ),
+    FormatSample(
+        "glm45",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Bei",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Bei",
     ),
     # GLM-4.5 / 4.6: newline-separated tags; string raw, others JSON
     FormatSample(
@@ -417,4 +428,25 @@ HARMONY_REPLIES = [
         [("get_weather", {"city": "San Francisco"})],
     ),
     ("No channels at all.", None, "No channels at all.", []),
+]
+
+FORMAT_CALLS += [
+    # later Kimi models number calls without naming them: the only tool whose parameters fit, else content
+    FormatSample(
+        "kimi_k2",
+        "Let me check. <|tool_calls_section_begin|><|tool_call_begin|>0 <|tool_call_argument_begin|>"
+        '{"city": "Tokyo", "days": 2}<|tool_call_end|><|tool_calls_section_end|>',
+        "Let me check. ",
+        [("get_weather", {"city": "Tokyo", "days": 2})],
+        tools=WEATHER_TOOLS,
+        ids=["0"],
+    ),
+    FormatSample(
+        "kimi_k2",
+        "<|tool_calls_section_begin|><|tool_call_begin|>0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "<|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "<|tool_calls_section_end|>",
+        tools=WEATHER_TOOLS,
+    ),
 ]

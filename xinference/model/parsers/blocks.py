@@ -195,9 +195,12 @@ def read_block(
     end: str,
     parse: InnerParser,
     skips: Sequence[str] = (),
+    cut_ok: Callable[[str], bool] = lambda inner: True,
 ) -> Step | None:
     """The step of the common shape: blanks, then ``skips`` markers or a ``begin ... end`` call whose inner text
-    ``parse`` reads; a call cut off by the end of the message is read as far as it goes."""
+    ``parse`` reads. A call the message ends inside (its end marker can be a stop token the engine drops) is read
+    when ``cut_ok(inner)`` says its last value is complete: a value cut by ``max_tokens`` never becomes an
+    argument that looks whole (it stays content)."""
     i = len(buf) - len(buf.lstrip())
     rest = buf[i:]
     if not rest:
@@ -211,6 +214,8 @@ def read_block(
             if not final:
                 return None
             inner, stop = rest[len(begin) :], len(rest)
+            if not cut_ok(inner):
+                return Bad(i + stop)
         else:
             inner, stop = rest[len(begin) : j], j + len(end)
         calls = parse(inner, tools)

@@ -113,11 +113,17 @@ _DSML_SHAPES = [_dsml_parser(_DSML), _dsml_parser("")]
 _DSML_READERS = [(opener, closer, begin, end, _invoke_parser(p)) for opener, closer, begin, end, p in _DSML_SHAPES]
 
 
+def _closed(inner: str) -> bool:
+    return inner.rstrip().endswith("parameter>")
+
+
 def _read_v32(buf: str, final: bool, tools: Tools | None) -> Step | None:
     head = buf.lstrip()
     for opener, closer, begin, end, parse in _DSML_READERS:
         if head.startswith((opener, closer, begin)):
-            return read_block(buf, final, tools, begin=begin, end=end, parse=parse, skips=(opener, closer))
+            return read_block(
+                buf, final, tools, begin=begin, end=end, parse=parse, skips=(opener, closer), cut_ok=_closed
+            )
     if head.startswith((CALLS_BEGIN, CALLS_END, CALL_BEGIN)):
         return _read_sections(buf, final, tools)
     markers = [m for shape in _DSML_READERS for m in shape[:3]] + [CALLS_BEGIN, CALLS_END, CALL_BEGIN]

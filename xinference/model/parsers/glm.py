@@ -38,7 +38,11 @@ def _parse_xml(inner: str, tools: Tools | None) -> list[Call]:
 
 
 def _read_glm45(buf: str, final: bool, tools: Tools | None) -> Step | None:
-    return read_block(buf, final, tools, begin="<tool_call>", end="</tool_call>", parse=_parse_xml)
+    return read_block(buf, final, tools, begin="<tool_call>", end="</tool_call>", parse=_parse_xml, cut_ok=_closed)
+
+
+def _closed(inner: str) -> bool:
+    return inner.rstrip().endswith(("</arg_value>", "}"))
 
 
 GLM45 = BlockCallFormat(name="glm45", openers=("<tool_call>",), reader=_read_glm45)

@@ -73,8 +73,12 @@ def parse_functions(inner: str, tools: Tools | None) -> list[Call]:
 
 def _read(buf: str, final: bool, tools: Tools | None) -> Step | None:
     if buf.lstrip().startswith("<function="):  # a call written without its <tool_call> wrapper
-        return read_block(buf, final, tools, begin="", end="</function>", parse=parse_functions)
-    return read_block(buf, final, tools, begin="<tool_call>", end="</tool_call>", parse=parse_functions)
+        return read_block(buf, final, tools, begin="", end="</function>", parse=parse_functions, cut_ok=_closed)
+    return read_block(buf, final, tools, begin="<tool_call>", end="</tool_call>", parse=parse_functions, cut_ok=_closed)
+
+
+def _closed(inner: str) -> bool:
+    return inner.rstrip().endswith(("</function>", "}"))
 
 
 QWEN3_CODER = BlockCallFormat(name="qwen3_coder", openers=("<tool_call>", "<function="), reader=_read)
