@@ -1,8 +1,12 @@
 """The machinery shared by the JSON tool-call formats: a format describes its markers, this module does the parsing.
 
-Every format in the catalog writes calls as JSON objects ``{"name": ..., "arguments"|"parameters": {...}}`` inside
-some markers (Hermes/Qwen ``<tool_call>...</tool_call>``, Mistral ``[TOOL_CALLS][...]``, Llama 3 a bare object at
-the start of the message). :class:`ToolCallStream` follows generated text as it grows:
+:class:`ToolCallFormat` is also the type every format has (engines and grammars take it); the formats whose calls
+are not one JSON object each subclass it in :mod:`.blocks`.
+
+The JSON formats write calls as objects ``{"name": ..., "arguments"|"parameters": {...}}`` inside some markers
+(Hermes/Qwen ``<tool_call>...</tool_call>``, Mistral ``[TOOL_CALLS][...]``, Phi-4-mini ``<|tool_call|>[...]``,
+InternLM ``<|action_start|><|plugin|>...``, Llama 3 a bare object at the start of the message).
+:class:`ToolCallStream` follows generated text as it grows:
 
 - text before (and after) the calls stays content; a suffix that may be the start of a marker is held back until
   the next delta decides;
