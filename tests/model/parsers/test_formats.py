@@ -245,3 +245,39 @@ def test_harmony_family_end_to_end() -> None:
     reasoning, content, calls = parser.parse_text(HARMONY_REPLIES[1][0])
     assert reasoning == "Need to call get_weather." and content is None
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "San Francisco"})]
+
+
+def test_declared_types_in_their_usual_spellings() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "ratio": {"type": "float"},
+                        "count": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                        "note": {"type": ["string", "null"]},
+                        "tags": {"type": "array"},
+                        "mode": {"enum": ["fast", "slow"]},
+                        "level": {"enum": [1, 2, 3]},
+                    },
+                },
+            },
+        }
+    ]
+    text = "<tool_call>f" + "".join(
+        f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>"
+        for k, v in [("ratio", "3.14"), ("count", "null"), ("note", "42"), ("tags", "['a', 'b']"), ("mode", "fast")]
+        + [("level", "2")]
+    )
+    _, [call] = parse_tool_calls(get_tool_call_format("glm45"), text + "</tool_call>", tools)
+    assert json.loads(call.arguments) == {
+        "ratio": 3.14,
+        "count": None,
+        "note": "42",
+        "tags": ["a", "b"],  # a Python-style list is read as a literal, never evaluated
+        "mode": "fast",
+        "level": 2,
+    }

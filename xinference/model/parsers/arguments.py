@@ -29,15 +29,27 @@ def tool_properties(tools: Tools | None, name: str) -> dict[str, Any] | None:
     return None
 
 
+#: type names tools declare that JSON Schema spells otherwise (Python's, and loose ones models' tool specs use)
+_TYPE_ALIASES = {
+    "int": "integer",
+    "float": "number",
+    "double": "number",
+    "bool": "boolean",
+    "str": "string",
+    "dict": "object",
+    "list": "array",
+}
+
+
 def _types(schema: Any) -> list[str]:
     """The JSON types a parameter schema allows (``type``, a list of them, or ``anyOf``/``oneOf`` branches)."""
     if not isinstance(schema, dict):
         return []
     declared = schema.get("type")
     if isinstance(declared, str):
-        return [declared]
+        return [_TYPE_ALIASES.get(declared.lower(), declared.lower())]
     if isinstance(declared, list):
-        return [t for t in declared if isinstance(t, str)]
+        return [_TYPE_ALIASES.get(t.lower(), t.lower()) for t in declared if isinstance(t, str)]
     found: list[str] = []
     for key in ("anyOf", "oneOf"):
         for branch in schema.get(key) or ():
