@@ -281,3 +281,69 @@ def test_declared_types_in_their_usual_spellings() -> None:
         "mode": "fast",
         "level": 2,
     }
+
+
+# pieces of every format's syntax, for texts that are almost calls
+_PIECES = [
+    *{m for fmt in FORMATS for m in fmt.openers},
+    "</tool_call>",
+    "</function>",
+    "<parameter=city>",
+    "</parameter>",
+    "<arg_key>city</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁calls▁end｜>",
+    "</｜DSML｜invoke>",
+    '<｜DSML｜invoke name="get_weather">',
+    '<｜DSML｜parameter name="city" string="true">',
+    "</｜DSML｜parameter>",
+    "</｜DSML｜function_calls>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "functions.get_weather:0",
+    "<tool_call|>",
+    "call:get_weather",
+    '<|"|>',
+    "<|message|>",
+    "<|call|>",
+    "<|end|>",
+    "<|/tool_call|>",
+    "<|action_end|>",
+    "```",
+    "get_weather",
+    '{"city": "Paris"}',
+    '{"name": "get_weather", "arguments": {"city": "Rome"}}',
+    '(city="Oslo")',
+    "{",
+    "}",
+    "[",
+    "]",
+    "\n",
+    " ",
+    "text",
+    "<",
+    "|",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=14),
+    fmt=st.sampled_from(CATALOG_NAMES),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=30),
+)
+def test_any_text_streams_as_it_parses_whole(pieces: list[str], fmt: str, cuts: list[int]) -> None:
+    """Whatever the model writes: no exception, nothing lost or duplicated, the same answer however it is cut."""
+    text = "".join(pieces)
+    content, calls = parse_tool_calls(get_tool_call_format(fmt), text, WEATHER_TOOLS)
+    streamed_content, streamed_calls = stream_events(fmt, chunked(text, cuts), WEATHER_TOOLS)
+    assert streamed_content == content
+    assert [(c["name"], c["arguments"]) for c in streamed_calls] == [(c.name, c.arguments) for c in calls]
+    for call in calls:
+        assert isinstance(json.loads(call.arguments), dict)
+    if not calls:
+        assert content == text  # no call found: the text is given back whole

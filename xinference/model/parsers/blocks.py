@@ -114,9 +114,9 @@ class BlockCallStream:
 
     def finish(self) -> list[ToolEvent]:
         events = self._drain(final=True)
-        if self._buf:  # a region still open at the end (a reader that waited): content
-            self._give_back(events, self._pending + self._buf)
-            self._buf = self._pending = ""
+        if self._in_calls:  # markers with no call after them (a section opener the message ended on): content
+            self._give_back(events, ("" if self._region_calls else self._pending) + self._buf)
+            self._buf, self._pending, self._in_calls = "", "", False
         return events
 
     def _drain(self, final: bool) -> list[ToolEvent]:

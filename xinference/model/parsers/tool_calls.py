@@ -93,6 +93,7 @@ class ToolCallStream:
         self._seen_text = False  # some non-whitespace content went out (a bare-JSON call can no longer start)
         self._call: _OpenCall | None = None
         self._opener = ""  # the marker that opened the call region (given back if no call follows)
+        self._region_calls = 0  # calls since the region opened (its opener is given back while there are none)
         self.calls = 0
 
     def feed(self, delta: str) -> list[ToolEvent]:
@@ -100,7 +101,10 @@ class ToolCallStream:
         return self._drain(final=False)
 
     def finish(self) -> list[ToolEvent]:
-        return self._drain(final=True)
+        events = self._drain(final=True)
+        if self._in_calls and self._call is None:
+            self._leave_calls(events)  # an opener the message ended after: content, like any marker with no call
+        return events
 
     # -- content ---------------------------------------------------------------------------------------------------
     def _drain(self, final: bool) -> list[ToolEvent]:
@@ -119,6 +123,7 @@ class ToolCallStream:
                 return False if not final else self._emit_content(events, buf, len(buf))
             if stripped[0] == "{":
                 self._buf, self._in_calls, self._opener = stripped, True, buf[: len(buf) - len(stripped)]
+                self._region_calls = 0
                 return True
         found = [(buf.find(m), m) for m in self.fmt.openers]
         hits = [(i, m) for i, m in found if i >= 0]
@@ -126,7 +131,7 @@ class ToolCallStream:
             index, marker = min(hits)
             self._emit_content(events, buf, index)
             self._buf = self._buf[len(marker) :]
-            self._in_calls, self._opener = True, marker
+            self._in_calls, self._opener, self._region_calls = True, marker, 0
             return True
         keep = 0 if final else _held_suffix(buf, self.fmt.openers)
         self._emit_content(events, buf, len(buf) - keep)
@@ -173,7 +178,7 @@ class ToolCallStream:
 
     def _leave_calls(self, events: list[ToolEvent]) -> None:
         """What follows is not a call: back to content (the marker too, when no call came after it)."""
-        if self.calls == 0 and self._opener.strip():
+        if self._region_calls == 0 and self._opener.strip():
             events.append(self._opener)
             self._seen_text = True
         self._in_calls, self._opener = False, ""
@@ -220,6 +225,7 @@ class ToolCallStream:
         self._buf = self._buf[end:]
         self._call, self._opener = None, ""
         self.calls += 1
+        self._region_calls += 1
         return True
 
     def _abandon(self, events: list[ToolEvent], call: _OpenCall) -> bool:
