@@ -74,12 +74,25 @@ def test_parsers_follow_what_the_families_declare(registry: ModelRegistry) -> No
     # Phi-4-reasoning keeps the default <think> pair
     tags = reasoning_tags_of(registry.get("phi-4-reasoning"))
     assert tags is not None and (tags.start, tags.end) == ("<think>", "</think>")
-    # gpt-oss speaks harmony: reasoning, but no tool-call format until a harmony parser exists
+    # gpt-oss speaks harmony: reasoning on the analysis channel, calls as commentary messages to functions.NAME
     gpt_oss = registry.get("gpt-oss")
-    assert "reasoning" in gpt_oss.model_ability and tool_call_format_of(gpt_oss) is None
+    tags = reasoning_tags_of(gpt_oss)
+    assert tags is not None and (tags.start, tags.end) == ("<|channel|>analysis<|message|>", "<|end|>")
+    calls = tool_call_format_of(gpt_oss)
+    assert calls is not None and calls.name == "harmony"
     # families without a tool format do not offer tools
     for name in ("gemma-2-it", "phi-4", "llama-3-instruct", "granite-3.3-instruct"):
         family = registry.get(name)
         assert tool_call_format_of(family) is None and "tools" not in family.model_ability
-    for name in ("llama-3.3-instruct", "mistral-small-3.2-instruct", "hermes-3-llama-3.1", "smollm3"):
-        assert tool_call_format_of(registry.get(name)) is not None
+    declared = {
+        "llama-3.3-instruct": "llama3_json",
+        "llama-4-scout-instruct": "pythonic",
+        "mistral-small-3.2-instruct": "mistral",
+        "phi-4-mini-instruct": "phi4_mini_json",
+        "gemma-4": "gemma4",
+        "hermes-3-llama-3.1": "hermes",
+        "smollm3": "hermes",
+    }
+    for name, fmt in declared.items():
+        calls = tool_call_format_of(registry.get(name))
+        assert calls is not None and calls.name == fmt, name
