@@ -9,6 +9,7 @@ import pytest
 _LOADS_WEIGHTS = frozenset(
     {
         "test_llama_cpp",
+        "test_llama_cpp_pooled",
         "test_llama_cpp_speculative",
         "test_llama_cpp_structured",
         "test_transformers",
