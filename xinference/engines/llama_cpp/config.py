@@ -43,13 +43,15 @@ __all__ = [
 DEFAULT_CPU_SLOTS = 4
 DEFAULT_GPU_SLOTS = 8
 #: Slots of an embedding or rerank model: each input of a request is one llama.cpp task, and the inputs in slots
-#: at the same time share one forward pass (up to ``n_ubatch`` tokens). An encoder keeps no KV cache, so a slot
-#: costs nothing while idle; 16 lets 16 concurrent one-sentence requests (or one request of 16 inputs) run as one
-#: pass.
+#: at the same time share one forward pass (up to ``n_ubatch`` tokens). An encoder keeps no KV cache, so an idle
+#: slot costs nothing. On 2 busy CPU cores 4 and 16 slots gave the same ~23-26 requests/s at 16 concurrent
+#: one-sentence requests (MiniLM f16): llama.cpp's encoder attends over every token of the pass, masked per input,
+#: so a fuller pass does not come cheaper there; on a GPU a fuller pass is what is fast.
 DEFAULT_POOLED_SLOTS = 16
-#: Tokens per forward pass of an embedding or rerank model, at least one whole input (a non-causal model must see
-#: an input in one pass): ~60 short sentences per pass.
-DEFAULT_POOLED_BATCH = 2048
+#: Tokens per forward pass of an embedding or rerank model: at least one whole input (a non-causal model must see
+#: an input in one pass), and no more by default: 512 was as fast as 2048 or faster (see above: the attention of a
+#: pass grows with the square of its tokens).
+DEFAULT_POOLED_BATCH = 512
 #: Default context when the user does not set ``n_ctx``: the model's own, capped so the KV cache of a small
 #: machine stays modest. The KV cache is unified: any one request may use all of it.
 #: (``benchmark/llama_defaults.py``, results in ``benchmark/results/defaults.md`` and ``doc/performance.md``: with 1-4
@@ -172,6 +174,10 @@ class LlamaCppConfig(BaseModel):
         n_batch: int | None
         n_ubatch: int | None
         if pooled:
+            # every core but one, as the torch engines: on 2 cores shared with the API (load average 4-7), MiniLM
+            # embedded 60-80 single requests/s with 1 thread and 3-12 with 2 (ggml's threads wait for each other
+            # at every operation, and the API takes one of the two cores at every request)
+            threads = self.n_threads or max(1, cpu_count - 1)
             slots = self.n_parallel or DEFAULT_POOLED_SLOTS
             n_batch = self.n_batch or max(n_ctx, DEFAULT_POOLED_BATCH)
             n_ubatch = self.n_ubatch or n_batch

