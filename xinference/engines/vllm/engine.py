@@ -170,7 +170,7 @@ class VLLMEngine(ManagedServerEngine):
             return MemoryEstimate(
                 weights=base.weights, kv_cache=max(0, reserved - base.weights), overhead=0, context=base.context
             )
-        context = cpu_memory.cpu_context(config.max_model_len, family.context_length)
+        context = cpu_memory.cpu_context(config.max_model_len, family.context_length or family.max_tokens)
         plan = cls._cpu_plan(
             config,
             weights=base.weights,
@@ -259,8 +259,14 @@ class VLLMEngine(ManagedServerEngine):
         if weights is None:
             weights = super().estimate_memory(self.family, self.spec, self.quantization, {}, self.hardware).weights
         kv_per_token = shape.kv_per_token if shape else kv_bytes_per_token(size_in_billions(self.spec))
-        # the family's context first, as the memory check counted it; the weights' own when it declares none
-        model_context = self.family.context_length or (shape.context if shape else None)
+        # the family's context first, as the memory check counted it (an embedding or rerank family's input limit:
+        # vLLM refuses a max_model_len over a sentence-transformers model's max_seq_length); the weights' own when
+        # it declares none
+        model_context = (
+            self.family.context_length or self.family.max_tokens or cpu_memory.read_max_seq_length(self.model_path)
+        )
+        if model_context is None and shape is not None:
+            model_context = shape.context
         context = cpu_memory.cpu_context(self.config.max_model_len, model_context)
         return self._cpu_plan(
             self.config,
