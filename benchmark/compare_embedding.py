@@ -224,20 +224,25 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Conditions: {conditions['date']}, {conditions['machine']}, {conditions['cpu_cores']} cores shared with "
         f"other sessions (load average after the run: {', '.join(map(str, conditions['load_average_after']))}). "
-        "Absolute rates are upper bounds on this machine's cost; the ratios, measured in the same rounds, are the "
-        "result.",
+        "Absolute rates are lower bounds of what an idle machine does; the ratios, measured in the same rounds, are "
+        "the result. Threads as each engine defaults them: sentence-transformers every core (its OpenMP threads "
+        "sleep while they wait), llama.cpp every core but one (doc/engines.md, llama.cpp's embedding defaults).",
         "",
-        "| engine | " + " | ".join(f"c={n} req/s | c={n} tok/s" for n in levels) + " | cosine vs ST |",
+        "| engine | " + " | ".join(f"c={n} req/s | c={n} tok/s" for n in levels) + " | lowest cosine vs ST |",
         "|---|" + "---|---|" * len(levels) + "---|",
     ]
     for label, rates in summary.items():
         cells = " | ".join(f"{rates[f'c{n}_req_s']:.1f} | {rates[f'c{n}_tok_s']:.0f}" for n in levels)
         cosine = report["cosine_vs_sentence_transformers"].get(label, float("nan"))
-        lines.append(f"| {label} | {cells} | {cosine:.5f} |")
+        lines.append(f"| {label} | {cells} | {cosine:.6f} |")
     lines += ["", "Ratio to sentence-transformers (requests/s):", ""]
     for label, rel in relative.items():
         parts = ", ".join(f"c={n} {rel[f'c{n}_req_s']:.2f}x" for n in levels)
         lines.append(f"- {label}: {parts}")
+    lines += ["", "Every round (requests/s), to judge the noise:", ""]
+    for label, rounds in report["rounds"].items():
+        per_level = "; ".join(f"c={n} " + ", ".join(f"{r[f'c{n}_req_s']:.1f}" for r in rounds) for n in levels)
+        lines.append(f"- {label}: {per_level}")
     return "\n".join(lines) + "\n"
 
 

@@ -46,8 +46,9 @@ def test_page_says_the_conditions_and_the_ratios() -> None:
     }
     page = render_markdown(report)
     assert "2 cores shared" in page and "3.1, 2.0, 1.5" in page and "over 3 rounds" in page
-    assert "| llama.cpp f16 | 22.0 | 550 | 33.0 | 800 | 0.99999 |" in page
+    assert "| llama.cpp f16 | 22.0 | 550 | 33.0 | 800 | 0.999990 |" in page
     assert "- llama.cpp f16: c=1 0.50x, c=16 0.50x" in page
+    assert "- llama.cpp f16: c=1 22.0, 20.0, 24.0; c=16 33.0, 30.0, 36.0" in page
 
 
 def test_the_sides_launch_the_same_model_on_each_engine() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
-from xinference.errors import InvalidRequest, LaunchFailed, WrongModelType
+from xinference.errors import ContextLengthExceeded, InvalidRequest, LaunchFailed, WrongModelType
 from xinference.hardware import detect_hardware
 from xinference.model.spec import ModelFamily
 
@@ -117,6 +117,14 @@ def test_token_ids_base64_and_dimensions(loop, embedder, sentence_transformer) -
     assert loop.run_until_complete(embedder.embed({"input": [TEXTS[0]], "dimensions": 384}))["data"]
     with pytest.raises(InvalidRequest, match="384-dimensional"):
         loop.run_until_complete(embedder.embed({"input": [TEXTS[0]], "dimensions": 128}))
+
+
+def test_bad_inputs_are_the_callers_errors(loop, embedder) -> None:
+    with pytest.raises(InvalidRequest, match="invalid tokens"):
+        loop.run_until_complete(embedder.embed({"input": [[999999]]}))
+    with pytest.raises(ContextLengthExceeded, match="longer than this model takes") as raised:
+        loop.run_until_complete(embedder.embed({"input": ["word " * 700]}))
+    assert raised.value.status_code == 400 and raised.value.param == "input"
 
 
 def test_concurrent_requests_share_passes_and_keep_their_order(loop, embedder) -> None:

@@ -113,6 +113,11 @@ def error_from_llama(error: dict[str, Any]) -> XinferenceError:
             f"relaunch the model with a larger n_ctx",
             param="messages",
         )
+    if "too large to process" in message:  # an embedding or rerank input longer than one pass (its positions)
+        return ContextLengthExceeded(
+            f"an input is longer than this model takes in one pass ({message.split('.', 1)[0]}); shorten it",
+            param="input",
+        )
     code = error.get("code")
     if code == 400 or kind == "invalid_request_error":
         return InvalidRequest(message)
@@ -538,7 +543,7 @@ class LlamaCppEngine(Engine):
             raise self._unsupported("embed")
         assert isinstance(self.config, LlamaCppConfig)
         body = embed_body(request, self.config.normalize, self._dimensions)
-        result = await self._pooled(self._server.handle_embeddings, body)
+        result = await self._pooled("handle_embeddings", body)
         return embeddings_response(result, self.model_uid, request.get("encoding_format"))
 
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -547,15 +552,16 @@ class LlamaCppEngine(Engine):
             raise self._unsupported("rerank")
         assert isinstance(self.config, LlamaCppConfig)
         documents = list(request["documents"])
-        result = await self._pooled(self._server.handle_rerank, rerank_body(request))
+        result = await self._pooled("handle_rerank", rerank_body(request))
         return rerank_response(
             result, documents, request.get("top_n"), bool(request.get("return_documents")), self.config.score_activation
         )
 
-    async def _pooled(self, handler: Callable[[dict[str, Any]], Any], body: dict[str, Any]) -> dict[str, Any]:
-        """One embeddings or rerank call into llama.cpp on a thread of the pool: each input becomes one of
-        llama.cpp's tasks, and the tasks of every concurrent call share its forward passes."""
-        pool = self._executor()
+    async def _pooled(self, handler_name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One embeddings or rerank call into llama.cpp (``Server.<handler_name>``) on a thread of the pool: each
+        input becomes one of llama.cpp's tasks, and the tasks of every concurrent call share its forward passes."""
+        pool = self._executor()  # ModelUnavailable once unloaded
+        handler: Callable[[dict[str, Any]], Any] = getattr(self._server, handler_name)
         assert self._load is not None
         with self._load.running(), _backend_errors():
             result = await asyncio.get_running_loop().run_in_executor(pool, handler, body)
