@@ -42,6 +42,7 @@ import httpx
 
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.managed.pooling import embed_request, embeddings_answer, rerank_answer, rerank_request
 from xinference.engines.managed.process import ServerProcess, free_loopback_port, scrub
 from xinference.engines.managed.sse import SSEResponse, open_sse
 from xinference.engines.managed.tools import ForcedToolCall, forced_tool_call
@@ -535,6 +536,21 @@ class ManagedServerEngine(Engine):
         body = self.translate_request(request, "completions")
         body["stream"] = True
         return self._open("/v1/completions", body)
+
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An embedding model's vectors through the server's ``/v1/embeddings`` (see :mod:`.pooling`)."""
+        if self.family.model_type != "embedding":
+            raise self._unsupported("embed")
+        data = await self._post("/v1/embeddings", embed_request(self.model_uid, request))
+        return embeddings_answer(data, self.model_uid, request.get("encoding_format"))
+
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A reranker's scores through the server's ``/v1/rerank``, in the platform's rerank shape."""
+        if self.family.model_type != "rerank":
+            raise self._unsupported("rerank")
+        data = await self._post("/v1/rerank", rerank_request(self.model_uid, request))
+        documents = list(request["documents"])
+        return rerank_answer(data, documents, request.get("top_n"), bool(request.get("return_documents")))
 
     async def _forced_call(self, request: dict[str, Any], forced: ForcedToolCall) -> dict[str, Any]:
         """``tool_choice`` required or named, built on the server's structured output (its own forced-tool path
