@@ -356,3 +356,91 @@ def test_the_catalog_meets_the_issue_bar() -> None:
     counts = {kind: sum(1 for f in FAMILIES if f.model_type == kind) for kind in MINIMUM_FAMILIES}
     short = {kind: f"{counts[kind]} < {least}" for kind, least in MINIMUM_FAMILIES.items() if counts[kind] < least}
     assert not short, f"the catalog is short of the issue's bar: {short}"
+
+
+#: families of issue 20's Chinese-lab part, with an ability or format each must keep
+ISSUE_20_CN = {
+    "Qwen3-Instruct": "tools",
+    "Qwen3-Thinking": "reasoning",
+    "Qwen3-Coder": "tools",
+    "Qwen3-VL-Instruct": "vision",
+    "Qwen3-VL-Thinking": "reasoning",
+    "Qwen3-Next-Instruct": "tools",
+    "Qwen3-Next-Thinking": "reasoning",
+    "qwen2.5-vl-instruct": "vision",
+    "qwen2-vl-instruct": "vision",
+    "qwen2.5-coder-instruct": "tools",
+    "QwQ-32B": "reasoning",
+    "deepseek-v3": "tools",
+    "deepseek-v3-0324": "tools",
+    "deepseek-r1": "reasoning",
+    "deepseek-r1-0528": "reasoning",
+    "Deepseek-V3.1": "reasoning",
+    "DeepSeek-V3.2-Exp": "reasoning",
+    "deepseek-r1-distill-llama": "reasoning",
+    "deepseek-r1-0528-qwen3": "reasoning",
+    "glm4-chat": "tools",
+    "glm4-0414": "tools",
+    "glm-z1-0414": "reasoning",
+    "glm-4.5": "reasoning",
+    "GLM-4.6": "reasoning",
+    "glm-4.5v": "vision",
+    "glm-4.1v-thinking": "vision",
+    "Kimi-K2-Instruct": "tools",
+    "moonlight-16b-a3b-instruct": "chat",
+    "minicpm4": "chat",
+    "minicpm3-4b": "chat",
+    "MiniCPM-V-2.6": "vision",
+    "MiniCPM-V-4.5": "vision",
+    "internlm3-instruct": "tools",
+    "InternVL3": "vision",
+    "Yi-1.5-chat": "chat",
+    "Baichuan-M2": "reasoning",
+    "Ernie4.5": "chat",
+    "seed-oss": "reasoning",
+    "Hunyuan-A13B-Instruct": "reasoning",
+}
+
+
+def test_issue_20_families_and_their_abilities() -> None:
+    registry = ModelRegistry()
+    for name, ability in ISSUE_20_CN.items():
+        family = registry.get(name)
+        assert ability in family.model_ability, name
+        assert ("tools" in family.model_ability) == (family.tool_call_format is not None), name
+
+
+def test_tool_formats_and_reasoning_tags_follow_the_models() -> None:
+    registry = ModelRegistry()
+    expected = {
+        "Qwen3-Coder": "qwen3_coder",
+        "Qwen3-Instruct": "hermes",
+        "glm-4.5": "glm45",
+        "glm4-0414": "glm4",
+        "deepseek-v3": "deepseek_v3",
+        "Deepseek-V3.1": "deepseek_v31",
+        "Kimi-K2-Instruct": "kimi_k2",
+        "internlm3-instruct": "internlm",
+    }
+    for name, fmt in expected.items():
+        assert registry.get(name).tool_call_format == fmt, name
+    seed = registry.get("seed-oss")
+    assert (seed.reasoning_start_tag, seed.reasoning_end_tag) == ("<seed:think>", "</seed:think>")
+
+
+def test_hub_ids_are_concrete_and_gguf_templates_name_one_file() -> None:
+    # download.py fetches one file per GGUF quantization and one repository per spec: no placeholders in repository
+    # ids, no split GGUF parts
+    for family in load_builtin_families():
+        for spec in family.model_specs:
+            where = f"{family.model_name} {spec.model_format} {spec.size}"
+            for repo in (spec.model_id, *spec.model_hub_ids.values()):
+                assert repo is None or ("{" not in repo and repo.count("/") == 1), where
+            template = spec.model_file_name_template or ""
+            assert "-of-" not in template, where
+
+
+def test_qwen3_ships_its_moe_sizes() -> None:
+    qwen3 = ModelRegistry().get("qwen3")
+    sizes = {(s.model_format, s.size) for s in qwen3.model_specs}
+    assert {("pytorch", "30"), ("pytorch", "235"), ("fp8", "30"), ("gptq", "235"), ("ggufv2", "30")} <= sizes

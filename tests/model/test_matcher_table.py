@@ -66,7 +66,7 @@ def test_cuda_linux_with_library_accepts_gpu_formats(registry: ModelRegistry, mo
     monkeypatch.setattr(VLLMEngine, "check_lib", classmethod(lambda cls: Verdict.ok()))
     table = _table(registry, "qwen3", CUDA_LINUX)
     formats = {p["model_format"] for p in table["vLLM"]}
-    assert formats == {"pytorch", "awq", "fp8"}
+    assert formats == {"pytorch", "awq", "gptq", "fp8"}
     fp8 = [p for p in table["vLLM"] if p["model_format"] == "fp8" and p["model_size_in_billions"] == 8]
     assert fp8 == [
         {
@@ -111,6 +111,16 @@ def test_mixed_cluster_reasons_per_worker(registry: ModelRegistry) -> None:
     assert "not installed" in reason
     same = _table(registry, "qwen2.5-instruct", CPU_LINUX, CPU_LINUX)
     assert same["SGLang"] == "SGLang has no CPU build; it needs an NVIDIA GPU"
+
+
+def test_every_llm_family_has_an_engine_on_a_cpu_and_on_a_gpu(registry: ModelRegistry) -> None:
+    # the catalog promises each LLM a pytorch or GGUF spec, which Transformers or llama.cpp take on either worker
+    families = registry.list("LLM")
+    assert len(families) >= 45
+    for family in families:
+        for worker in (CPU_LINUX, CUDA_LINUX):
+            table = _table(registry, family.model_name, worker)
+            assert any(isinstance(params, list) and params for params in table.values()), (family.model_name, table)
 
 
 def test_no_workers(registry: ModelRegistry) -> None:
