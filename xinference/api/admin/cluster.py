@@ -1,4 +1,5 @@
-"""Cluster-level routes: health, the auth probe, the version, the supervisor's address, workers and cluster info.
+"""Cluster-level routes: health, the auth probe, the version, the supervisor's address and info, workers and
+cluster info.
 
 The service reads what the app was started with (its API keys, the supervisor's address) and asks the supervisor
 the rest.
@@ -37,6 +38,10 @@ class ClusterService:
 
     def address(self) -> str:
         return self._address
+
+    def supervisor(self) -> dict[str, Any]:
+        """Xinference's ``GET /v1/supervisor``: the supervisor's internal (xoscar) address."""
+        return {"supervisor_ip": self._address}
 
     def _reached(self) -> SupervisorRef:
         if self._supervisor is None:  # the app runs without its lifespan (a test's client): nothing to reach
@@ -81,6 +86,11 @@ async def cluster_version(request: Request) -> dict[str, Any]:
 @router.get("/v1/address")
 async def supervisor_address(request: Request) -> str:
     return _service(request).address()
+
+
+@router.get("/v1/supervisor")
+async def supervisor_info(request: Request) -> dict[str, Any]:
+    return _service(request).supervisor()
 
 
 @router.get("/v1/workers")
