@@ -100,8 +100,9 @@ def test_generate_handle_and_calls_by_uid(endpoint: str) -> None:
         assert not isinstance(streamed, dict)
         assert "".join([c["choices"][0]["text"] async for c in streamed]) == whole["choices"][0]["text"]
         reply = await client.chat_completion(DEFAULT_MODEL, FRANCE, **GREEDY)
-        assert await _text(await client.chat_completion(DEFAULT_MODEL, FRANCE, stream=True, **GREEDY)) == (
-            reply["choices"][0]["message"]["content"]
+        assert (
+            await _text(await client.chat_completion(DEFAULT_MODEL, FRANCE, stream=True, **GREEDY))
+            == (reply["choices"][0]["message"]["content"])
         )
         text = await client.completions(DEFAULT_MODEL, "One, two,", max_tokens=4, temperature=0)
         assert text["choices"][0]["text"]

@@ -94,7 +94,9 @@ def test_every_xinference_method_that_maps_onto_our_routes_has_its_signature() -
 
     for cls, method in handles:
         theirs = list(inspect.signature(getattr(getattr(official_module, cls), method)).parameters)[1:]
-        ours = [p for p in inspect.signature(getattr(getattr(xinference.client, cls), method)).parameters if p != "self"]
+        ours = [
+            p for p in inspect.signature(getattr(getattr(xinference.client, cls), method)).parameters if p != "self"
+        ]
         assert ours[1:] == theirs, (cls, method)  # ours has the model uid first (the handle passes it)
     theirs = list(inspect.signature(official_module.RESTfulChatModelHandle.chat).parameters)[1:]
     ours = list(inspect.signature(RESTfulChatModelHandle.chat).parameters)[1:]
@@ -188,6 +190,7 @@ def test_handle_chat_stream(client: Client) -> None:
     assert not isinstance(chunks, dict)
     chunks = list(chunks)
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert all(isinstance(c["choices"][0]["delta"]["content"], str) for c in chunks if c["choices"])  # as Xinference
     assert "Paris" in _text(iter(chunks))
 
 

@@ -53,6 +53,7 @@ class Call(Generic[T]):
     stream: bool = False
     unbounded_read: bool = False
     text: bool = False
+    each: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _uid(model_uid: str) -> str:
@@ -428,6 +429,17 @@ def legacy_messages(
     return history
 
 
+def xinference_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A chat chunk as Xinference's server sends it: every delta's ``content`` a string (``""`` where an engine
+    sent ``null`` or nothing, as in a role-only first chunk or a closing one). Code written for Xinference
+    concatenates ``delta.get("content", "")`` (LlamaIndex does), which a ``null`` would break."""
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta")
+        if isinstance(delta, dict) and delta.get("content") is None:
+            delta["content"] = ""
+    return chunk
+
+
 def handle_chat(
     model_uid: str,
     /,
@@ -474,7 +486,8 @@ def handle_chat(
     body: dict[str, Any] = {**config, "model": model_uid, "messages": conversation}
     if tools is not None:
         body["tools"] = tools
-    return Call("POST", "/v1/chat/completions", _dict, json=body, stream=bool(config.get("stream")))
+    stream = bool(config.get("stream"))
+    return Call("POST", "/v1/chat/completions", _dict, json=body, stream=stream, each=xinference_chunk)
 
 
 def handle_create_embedding(model_uid: str, /, input: Any, **kwargs: Any) -> Call[dict[str, Any]]:

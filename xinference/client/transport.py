@@ -170,9 +170,9 @@ class SyncTransport(_Base):
         except BaseException:
             response.close()
             raise
-        return self._chunks(response)
+        return self._chunks(response, call.each)
 
-    def _chunks(self, response: httpx.Response) -> Iterator[Chunk]:
+    def _chunks(self, response: httpx.Response, each: Callable[[Chunk], Chunk] | None) -> Iterator[Chunk]:
         try:
             with self.transport_errors():
                 for line in response.iter_lines():
@@ -180,7 +180,7 @@ class SyncTransport(_Base):
                     if chunk is None:
                         return
                     if not isinstance(chunk, _Skip):
-                        yield chunk
+                        yield each(chunk) if each is not None else chunk
         finally:
             response.close()
 
@@ -227,9 +227,9 @@ class AsyncTransport(_Base):
         except BaseException:
             await response.aclose()
             raise
-        return self._chunks(response)
+        return self._chunks(response, call.each)
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[Chunk]:
+    async def _chunks(self, response: httpx.Response, each: Callable[[Chunk], Chunk] | None) -> AsyncIterator[Chunk]:
         try:
             with self.transport_errors():
                 async for line in response.aiter_lines():
@@ -237,7 +237,7 @@ class AsyncTransport(_Base):
                     if chunk is None:
                         return
                     if not isinstance(chunk, _Skip):
-                        yield chunk
+                        yield each(chunk) if each is not None else chunk
         finally:
             await response.aclose()
 

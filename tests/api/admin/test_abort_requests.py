@@ -144,7 +144,9 @@ def test_official_client_and_ours_abort(local_server: LocalServer) -> None:
     official = OfficialClient(local_server.endpoint)
     handle = official.get_model(DEFAULT_MODEL)
     thread, result = _in_thread(
-        lambda: handle.chat(LONG["messages"], generate_config={"max_tokens": 3000, "ignore_eos": True, "request_id": "o1"})
+        lambda: handle.chat(
+            LONG["messages"], generate_config={"max_tokens": 3000, "ignore_eos": True, "request_id": "o1"}
+        )
     )
     time.sleep(0.5)
     assert official.abort_request(DEFAULT_MODEL, "o1", block_duration=0) == {"msg": "DONE"}
@@ -153,7 +155,8 @@ def test_official_client_and_ours_abort(local_server: LocalServer) -> None:
 
     with Client(local_server.endpoint) as client:
         stream = client.get_model(DEFAULT_MODEL).chat(  # type: ignore[attr-defined]
-            LONG["messages"], generate_config={"max_tokens": 3000, "ignore_eos": True, "stream": True, "request_id": "c1"}
+            LONG["messages"],
+            generate_config={"max_tokens": 3000, "ignore_eos": True, "stream": True, "request_id": "c1"},
         )
         next(stream)
         assert client.abort_request(DEFAULT_MODEL, "c1", block_duration=0) == {"msg": "DONE"}
