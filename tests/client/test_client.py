@@ -453,3 +453,14 @@ def test_launch_sends_xinference_fields_and_engine_kwargs() -> None:
     assert "request_limits" not in bodies[0]  # unset Xinference fields are not sent
     assert bodies[1]["model_type"] == "embedding" and bodies[1]["model_size_in_billions"] == "0_5"
     assert queries == ["", "wait_ready=false"]
+
+
+@pytest.mark.slow
+def test_the_snippet_of_doc_client_md_runs(endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "doc" / "client.md").read_text()
+    snippet = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(snippet.replace("http://127.0.0.1:9997", endpoint), "doc/client.md", "exec"), {})  # noqa: S102
+    out = capsys.readouterr().out.splitlines()
+    assert "Paris" in out[0] and out[1] and int(out[2]) > 0
