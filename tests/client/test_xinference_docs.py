@@ -8,6 +8,7 @@ They run on a server of their own, as a new user's would: a launch without a uid
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,15 +106,20 @@ def test_rerank(server: LocalServer, reranker_path: Path) -> None:
     from xinference.client import Client
 
     client = Client(server.endpoint)
-    client.register_model(  # Xinference's custom-model registration, of a reranker built for the test
-        model_type="rerank",
-        model=(
-            '{"model_name": "%s", "model_ability": ["rerank"], "model_specs": [{"model_format": "pytorch", '
-            '"model_size_in_billions": "0_01", "quantizations": ["none"], "model_uri": "file://%s"}]}'
-        )
-        % (RERANKER, reranker_path),
-        persist=False,
-    )
+    family = {
+        "model_name": RERANKER,
+        "model_ability": ["rerank"],
+        "model_specs": [
+            {
+                "model_format": "pytorch",
+                "model_size_in_billions": "0_01",
+                "quantizations": ["none"],
+                "model_uri": f"file://{reranker_path}",
+            }
+        ],
+    }
+    # Xinference's custom-model registration (the model JSON as text), of a reranker built for the test
+    client.register_model(model_type="rerank", model=json.dumps(family), persist=False)
     model_uid = client.launch_model(model_name=RERANKER, model_type="rerank")
     model = client.get_model(model_uid)
 
