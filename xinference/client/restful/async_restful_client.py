@@ -20,8 +20,8 @@ from typing import Any, Literal, overload
 
 import httpx
 
+import xinference.client.calls as calls
 from xinference import settings
-from xinference.client import calls
 from xinference.client.calls import Message
 from xinference.client.errors import ClientError
 from xinference.client.transport import (
