@@ -97,7 +97,7 @@ def test_every_xinference_method_that_maps_onto_our_routes_has_its_signature() -
         ours = [
             p for p in inspect.signature(getattr(getattr(xinference.client, cls), method)).parameters if p != "self"
         ]
-        assert ours[1:] == theirs, (cls, method)  # ours has the model uid first (the handle passes it)
+        assert ours == theirs, (cls, method)
     theirs = list(inspect.signature(official_module.RESTfulChatModelHandle.chat).parameters)[1:]
     ours = list(inspect.signature(RESTfulChatModelHandle.chat).parameters)[1:]
     assert ours[: len(theirs)] == theirs and ours[len(theirs) :] == ["prompt", "system_prompt", "chat_history"]

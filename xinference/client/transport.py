@@ -10,6 +10,7 @@ timeout) too, saying what to do.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -249,6 +250,18 @@ class AsyncTransport(_Base):
 
 
 # -- call functions as methods -----------------------------------------------------------------------------------------
+def _as_method(method: Callable[..., Any], spec: Callable[..., Any], takes_uid: bool) -> None:
+    """Give ``method`` (a wrapper of ``spec``) the signature it has on its class: ``self`` first (in place of the
+    model uid for a handle's method), without the ``Call`` return type, so that ``help()`` and ``inspect`` show
+    the method's real parameters, also on a bound method."""
+    signature = inspect.signature(spec)
+    parameters = list(signature.parameters.values())[1 if takes_uid else 0 :]
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[self_parameter, *parameters], return_annotation=inspect.Signature.empty
+    )
+
+
 class HasSync:
     """A sync client or handle: it has a transport (and, for a handle, a model uid)."""
 
@@ -268,6 +281,7 @@ def sync_call(spec: Callable[P, Call[T]]) -> Callable[Concatenate[HasSync, P], T
     def method(self: HasSync, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._transport.run(spec(*args, **kwargs))
 
+    _as_method(method, spec, takes_uid=False)
     return method
 
 
@@ -278,6 +292,7 @@ def async_call(spec: Callable[P, Call[T]]) -> Callable[Concatenate[HasAsync, P],
     async def method(self: HasAsync, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._transport.run(spec(*args, **kwargs))
 
+    _as_method(method, spec, takes_uid=False)
     return method
 
 
@@ -288,6 +303,7 @@ def sync_handle_call(spec: Callable[Concatenate[str, P], Call[T]]) -> Callable[C
     def method(self: HasSync, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._transport.run(spec(self._model_uid, *args, **kwargs))
 
+    _as_method(method, spec, takes_uid=True)
     return method
 
 
@@ -300,6 +316,7 @@ def async_handle_call(
     async def method(self: HasAsync, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._transport.run(spec(self._model_uid, *args, **kwargs))
 
+    _as_method(method, spec, takes_uid=True)
     return method
 
 
@@ -312,6 +329,7 @@ def sync_handle_stream(
     def method(self: HasSync, /, *args: P.args, **kwargs: P.kwargs) -> Union[Chunk, Iterator[Chunk]]:
         return self._transport.run_or_stream(spec(self._model_uid, *args, **kwargs))
 
+    _as_method(method, spec, takes_uid=True)
     return method
 
 
@@ -324,4 +342,5 @@ def async_handle_stream(
     async def method(self: HasAsync, /, *args: P.args, **kwargs: P.kwargs) -> Union[Chunk, AsyncIterator[Chunk]]:
         return await self._transport.run_or_stream(spec(self._model_uid, *args, **kwargs))
 
+    _as_method(method, spec, takes_uid=True)
     return method
