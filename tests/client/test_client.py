@@ -109,6 +109,9 @@ def test_status_version_workers_supervisor_cluster(client: Client) -> None:
     assert client.get_cluster_version()["version"] == xinference.__version__
     workers = client.get_workers_info()
     assert len(workers) == 1 and workers[0]["address"] and workers[0]["hardware"]["cpu_count"] >= 1
+    assert workers[0]["work-ip"] == workers[0]["address"]  # Xinference's fields
+    assert {m["model_uid"] for m in workers[0]["models"].values()} >= {DEFAULT_MODEL}
+    assert f"{DEFAULT_MODEL}-0" in workers[0]["models"]
     supervisor = client.get_supervisor_info()["supervisor_ip"]
     assert supervisor == httpx.get(f"{client.endpoint}/v1/address").json()
     info = client.get_cluster_info()

@@ -77,6 +77,7 @@ def test_llm_on_an_unknown_uid_fails_with_the_server_message(endpoint: str) -> N
         Xinference(endpoint=endpoint, model_uid="no-such-model")
 
 
+@pytest.mark.slow  # launches an embedding model
 def test_embeddings(endpoint: str, embedding_uid: str) -> None:
     embedder = XinferenceEmbedding(model_uid=embedding_uid, base_url=endpoint)
     texts = ["The weather is lovely today.", "It is sunny and warm outside.", "He drove the truck to the depot."]

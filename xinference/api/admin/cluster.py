@@ -49,7 +49,26 @@ class ClusterService:
         return self._supervisor
 
     async def workers(self) -> list[dict[str, Any]]:
-        return await self._reached().list_workers()
+        """Every worker (address, hardware, seconds since its heartbeat), plus Xinference's two fields:
+        ``work-ip`` (its address) and ``models`` (the replicas it runs, by replica uid)."""
+        supervisor = self._reached()
+        workers = await supervisor.list_workers()
+        models = await supervisor.list_models()
+        for worker in workers:
+            worker["work-ip"] = worker["address"]
+            worker["models"] = {
+                replica["replica_uid"]: {
+                    "model_uid": info.get("model_uid"),
+                    "model_name": info.get("model_name"),
+                    "model_type": info.get("model_type"),
+                    "model_engine": info.get("model_engine"),
+                    "address": replica.get("address"),
+                }
+                for info in models
+                for replica in info.get("replicas") or []
+                if replica.get("worker_address") == worker["address"]
+            }
+        return workers
 
     async def info(self) -> dict[str, Any]:
         return await self._reached().cluster_info()
