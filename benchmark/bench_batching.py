@@ -130,7 +130,9 @@ def fresh_sentences(count: int, seed: int, min_words: int = 4, max_words: int = 
     return out
 
 
-async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmup: list[str]) -> dict[str, float]:
+async def _embedding_run(
+    api: str, concurrency: int, sentences: list[str], warmup: list[str], model: str = EMBEDDING_MODEL
+) -> dict[str, float]:
     """One level: every sentence sent as its own request with ``concurrency`` in flight; rates over the wall time."""
     limit = asyncio.Semaphore(concurrency)
     tokens = 0
@@ -138,7 +140,7 @@ async def _embedding_run(api: str, concurrency: int, sentences: list[str], warmu
 
         async def one(text: str) -> int:
             async with limit:
-                response = await client.post(f"{api}/embeddings", json={"model": EMBEDDING_MODEL, "input": text})
+                response = await client.post(f"{api}/embeddings", json={"model": model, "input": text})
                 if response.status_code != 200:
                     raise RuntimeError(
                         f"embedding request failed at c={concurrency}: {response.status_code} {response.text[:500]}"

@@ -144,3 +144,25 @@ def endpoint(local_server: LocalServer) -> str:
 @pytest.fixture(scope="session")
 def model_uid(local_server: LocalServer) -> str:
     return DEFAULT_MODEL
+
+
+@pytest.fixture(scope="session")
+def gguf_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the GGUF embedding and rerank models of ``tests/gguf_models.py`` are built, once per session."""
+    return tmp_path_factory.mktemp("gguf-models")
+
+
+@pytest.fixture(scope="session")
+def minilm_gguf_path(gguf_models_dir: Path) -> Path:
+    """The real all-MiniLM-L6-v2 converted to GGUF (f16)."""
+    from tests.gguf_models import minilm_gguf
+
+    return minilm_gguf(gguf_models_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_reranker_paths(gguf_models_dir: Path) -> tuple[Path, Path]:
+    """(Hugging Face folder, GGUF) of the seeded tiny BERT cross-encoder."""
+    from tests.gguf_models import tiny_reranker
+
+    return tiny_reranker(gguf_models_dir)

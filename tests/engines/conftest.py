@@ -9,6 +9,7 @@ import pytest
 _LOADS_WEIGHTS = frozenset(
     {
         "test_llama_cpp",
+        "test_llama_cpp_pooled",
         "test_llama_cpp_speculative",
         "test_llama_cpp_structured",
         "test_transformers",
@@ -16,6 +17,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_sentence_transformers",
         "test_mlx_engine",
         "test_vllm",
+        "test_vllm_pooled",
         "test_sglang",
         "test_gpu_engines",
         "test_envs",

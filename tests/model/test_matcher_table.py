@@ -116,3 +116,15 @@ def test_mixed_cluster_reasons_per_worker(registry: ModelRegistry) -> None:
 def test_no_workers(registry: ModelRegistry) -> None:
     table = _table(registry, "smollm2-instruct")
     assert set(table.values()) == {"no worker has joined this cluster yet"}
+
+
+def test_embedding_engines_per_hardware(registry: ModelRegistry, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("XINFERENCE_ENVS_DIR", str(tmp_path))  # no engine env installed
+    cpu = _table(registry, "all-MiniLM-L6-v2", CPU_LINUX)
+    assert isinstance(cpu["sentence_transformers"], list)
+    # the bundled MiniLM has pytorch weights only: llama.cpp says why it cannot take them
+    assert cpu["llama.cpp"] == "llama.cpp serves embedding models only in GGUF, not pytorch"
+    assert cpu["vLLM"] == "vLLM is not installed on this worker; install it with `xinference engine install vLLM`"
+    assert "SGLang" not in cpu and "Transformers" not in cpu  # engines that never serve embeddings have no say
+    apple = _table(registry, "all-MiniLM-L6-v2", APPLE)
+    assert isinstance(apple["sentence_transformers"], list) and "CUDA" in str(apple["vLLM"])

@@ -152,7 +152,7 @@ def _hub_of(spec: ModelSpec) -> str:
 
 def choose_engine(requested: str | None, choices: list[SpecChoice], hardware: HardwareInfo) -> EngineMatch:
     """The engine to launch with: the requested one (EngineRejected quoting its reason when it cannot), or the
-    first engine of ``engine_order(hardware)`` that accepts a choice (EngineRejected listing every reason
+    first engine of ``engine_order(hardware, model_type)`` that accepts a choice (EngineRejected listing every reason
     otherwise)."""
     if requested is not None:
         found = match_engine(resolve_engine_name(requested), choices, hardware)
@@ -163,7 +163,10 @@ def choose_engine(requested: str | None, choices: list[SpecChoice], hardware: Ha
             )
         return found
     rejected = []
-    for engine in engine_order(hardware):
+    model_type = choices[0].family.model_type
+    for engine in engine_order(hardware, model_type):
+        if model_type not in get_engine_class(engine).model_types:
+            continue  # "does not serve this type" is no reason worth listing
         found = match_engine(engine, choices, hardware)
         if found.ok:
             return found

@@ -9,6 +9,11 @@ MLX, then sentence-transformers. ``match()`` rejects what cannot run here, so ta
 the best one available. MLX comes after Transformers because on Linux CPUs, where it is accepted once its env is
 installed, it is the slower of the two (SmolLM2-135M on 2 cores: ~11-15 tok/s against ~21); on Apple silicon,
 where it runs on the GPU (Metal) and Transformers on the CPU, :func:`engine_order` puts it before Transformers.
+
+Embedding and rerank models have their own order (:data:`POOLED_ORDER`): vLLM where a CUDA GPU is, then
+sentence-transformers, then llama.cpp. llama.cpp serves them only from GGUF files, and on a CPU its encoder was
+slower than sentence-transformers on the same weights (``benchmark/results/embedding_engines.md``: all-MiniLM-L6-v2
+at 16 concurrent requests); it is chosen when the family has GGUF weights only, or when asked for.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ if TYPE_CHECKING:
     from xinference.engines.base import Engine
     from xinference.hardware import HardwareInfo
 
-__all__ = ["ENGINE_ORDER", "engine_names", "engine_order", "get_engine_class", "resolve_engine_name"]
+__all__ = [
+    "ENGINE_ORDER",
+    "POOLED_ORDER",
+    "engine_names",
+    "engine_order",
+    "get_engine_class",
+    "resolve_engine_name",
+]
 
 #: name → "module:Class". The order is the preference used when a launch names no engine.
 _ENGINES: dict[str, str] = {
@@ -35,18 +47,28 @@ _ENGINES: dict[str, str] = {
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
+#: The preference for embedding and rerank models (engines that do not serve them are skipped by their match).
+POOLED_ORDER: tuple[str, ...] = ("vLLM", "sentence_transformers", "llama.cpp")
 
 #: GPU servers that also have a CPU build: on a worker without an NVIDIA GPU they are a fallback, tried right after
 #: llama.cpp (GGUF, lighter and faster to start) instead of first.
 _CPU_FALLBACKS: tuple[str, ...] = ("vLLM",)
 
 
-def engine_order(hardware: HardwareInfo | None = None) -> tuple[str, ...]:
+def engine_order(hardware: HardwareInfo | None = None, model_type: str = "LLM") -> tuple[str, ...]:
     """The preference order on ``hardware``: :data:`ENGINE_ORDER`, except that on a worker without an NVIDIA GPU
-    vLLM (its CPU build) comes after llama.cpp, and on Apple silicon MLX comes before Transformers."""
+    vLLM (its CPU build) comes after llama.cpp, and on Apple silicon MLX comes before Transformers. For embedding
+    and rerank models, :data:`POOLED_ORDER` first (vLLM, its CPU build included, last on a worker without an
+    NVIDIA GPU), then the rest."""
+    base = ENGINE_ORDER
+    if model_type in ("embedding", "rerank"):
+        base = POOLED_ORDER + tuple(name for name in ENGINE_ORDER if name not in POOLED_ORDER)
+        if hardware is not None and not hardware.cuda_available:
+            base = tuple(name for name in base if name not in _CPU_FALLBACKS) + _CPU_FALLBACKS
+        return base
     if hardware is None:
-        return ENGINE_ORDER
-    order = ENGINE_ORDER
+        return base
+    order = base
     if not hardware.cuda_available:
         rest = tuple(name for name in order if name not in _CPU_FALLBACKS)
         after = rest.index("llama.cpp") + 1

@@ -39,6 +39,12 @@ class GgufInfo:
     tokens: tuple[str, ...]
     bos_token_id: int | None
     eos_token_id: int | None
+    #: ``<arch>.pooling_type`` (llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last, 4 rank), None when absent
+    pooling_type: int | None = None
+    #: ``<arch>.context_length``: the positions the model was trained for (0 when absent)
+    context_length: int = 0
+    #: whether the file holds a classification head (``cls`` / ``cls.output`` tensors): a reranker's
+    has_classifier: bool = False
 
     @property
     def n_vocab(self) -> int:
@@ -121,4 +127,7 @@ def read_gguf_info(path: str) -> GgufInfo:
         tokens=tuple(str(t) for t in meta.get("tokenizer.ggml.tokens", ())),
         bos_token_id=int(bos) if isinstance(bos, int) else None,
         eos_token_id=int(eos) if isinstance(eos, int) else None,
+        pooling_type=int(pooling) if isinstance(pooling := meta.get(f"{arch}.pooling_type"), int) else None,
+        context_length=number("context_length"),
+        has_classifier=any(name in ("cls.weight", "cls.output.weight") for name, _, _ in tensors),
     )

@@ -197,6 +197,11 @@ class ModelFamily(_Strict):
     )
     reasoning_start_tag: str | None = Field(default=None, min_length=1)
     reasoning_end_tag: str | None = Field(default=None, min_length=1)
+    reasoning_starts_inside: bool = Field(
+        default=False,
+        description="the chat template opens the reasoning block in the prompt (DeepSeek-R1-0528, "
+        "Qwen3-2507-Thinking): the reply starts inside it and carries only the end tag",
+    )
     model_specs: list[ModelSpec] = Field(min_length=1)
     kept_fields: dict[str, Any] = Field(
         default_factory=dict,

@@ -28,6 +28,7 @@ def embedding_uid(local_server: LocalServer):
     assert response.json()["model_engine"] == "sentence_transformers"
     info = httpx.get(f"{local_server.api}/models/{UID}", timeout=10).json()
     assert info["model_type"] == "embedding" and info["model_ability"] == ["embed"]
+    assert info["max_tokens"] == 256 and info["dimensions"] == 384  # as Xinference describes embedding models
     yield UID
     httpx.delete(f"{local_server.api}/models/{UID}", timeout=60)
 

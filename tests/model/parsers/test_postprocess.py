@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tests.model.parsers.test_parsers import chunked
 from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.registry import ModelRegistry
+from xinference.model.spec import ModelFamily
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 QWEN3_OUTPUT = (
@@ -151,3 +152,48 @@ def test_engine_reasoning_midway_releases_what_was_held() -> None:
     )
     deltas = [c["choices"][0]["delta"] for c in out]
     assert {"content": "Sure"} in deltas and any(d.get("reasoning_content") == "why" for d in deltas)
+
+
+# GLM-4.5 with thinking on: reasoning, a sentence, two XML calls (values typed by the request's tools)
+GLM45_OUTPUT = (
+    "<think>The user wants two cities.</think>\nChecking both.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+    "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>\n"
+    "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n</tool_call>"
+)
+TYPED_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}},
+        },
+    }
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=40))
+def test_a_block_format_streams_like_its_whole_response(cuts: list[int]) -> None:
+    family = ModelFamily.model_validate(
+        {
+            "model_name": "glm-x",
+            "model_ability": ["chat", "tools", "reasoning"],
+            "tool_call_format": "glm45",
+            "model_specs": [
+                {"model_format": "pytorch", "model_size_in_billions": 1, "quantizations": ["none"], "model_id": "a/b"}
+            ],
+        }
+    )
+    parser = ChatOutputParser.for_request(family, {"tools": TYPED_TOOLS})
+    assert parser is not None
+    whole = parser.fix_response(response(GLM45_OUTPUT))["choices"][0]
+    rewriter = parser.stream()
+    streamed = assemble([c for chunk in chunks(chunked(GLM45_OUTPUT, cuts)) for c in rewriter.process(chunk)])
+    assert whole["finish_reason"] == streamed["finish_reason"] == "tool_calls"
+    assert whole["message"]["reasoning_content"] == streamed["message"]["reasoning_content"].rstrip()
+    assert whole["message"]["content"] == streamed["message"]["content"] == "Checking both.\n"
+    expected = [("get_weather", {"city": "Paris", "days": 2}), ("get_weather", {"city": "Rome"})]
+    assert [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in whole["message"]["tool_calls"]
+    ] == (expected)
+    assert [(c["name"], json.loads(c["arguments"])) for c in streamed["message"]["tool_calls"]] == expected

@@ -153,7 +153,7 @@ class ModelRecord:
     def info(self) -> dict[str, Any]:
         family, spec = self.choice.family, self.choice.spec
         hub = "bundled" if spec.bundled else "local" if spec.model_uri else "huggingface"
-        return {
+        info: dict[str, Any] = {
             "id": self.model_uid,
             "object": "model",
             "created": self.created,
@@ -185,6 +185,13 @@ class ModelRecord:
             "autostart": bool(self.launch.get("autostart")),
             "load_seconds": self.load_seconds,
         }
+        if family.model_type != "LLM":
+            # Xinference describes embedding models with these; Dify sizes its text chunks by max_tokens (512
+            # when absent, more than all-MiniLM-L6-v2 reads)
+            info["max_tokens"] = family.max_tokens
+            if family.model_type == "embedding":
+                info["dimensions"] = family.dimensions
+        return info
 
     def route(self) -> dict[str, Any]:
         serving = self.status in ("ready", "degraded")

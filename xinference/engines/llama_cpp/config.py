@@ -27,6 +27,8 @@ __all__ = [
     "DEFAULT_CACHE_RAM_MIB",
     "DEFAULT_CPU_SLOTS",
     "DEFAULT_GPU_SLOTS",
+    "DEFAULT_POOLED_BATCH",
+    "DEFAULT_POOLED_SLOTS",
     "GPU_RESERVE_BYTES",
     "MAX_DEFAULT_CTX",
     "GpuLayers",
@@ -40,6 +42,16 @@ __all__ = [
 #: ~2.3 s for their first token.
 DEFAULT_CPU_SLOTS = 4
 DEFAULT_GPU_SLOTS = 8
+#: Slots of an embedding or rerank model: each input of a request is one llama.cpp task, and the inputs in slots
+#: at the same time share one forward pass (up to ``n_ubatch`` tokens). An encoder keeps no KV cache, so an idle
+#: slot costs nothing. On 2 busy CPU cores 4 and 16 slots gave the same ~23-26 requests/s at 16 concurrent
+#: one-sentence requests (MiniLM f16): llama.cpp's encoder attends over every token of the pass, masked per input,
+#: so a fuller pass does not come cheaper there; on a GPU a fuller pass is what is fast.
+DEFAULT_POOLED_SLOTS = 16
+#: Tokens per forward pass of an embedding or rerank model: at least one whole input (a non-causal model must see
+#: an input in one pass), and no more by default: 512 was as fast as 2048 or faster (see above: the attention of a
+#: pass grows with the square of its tokens).
+DEFAULT_POOLED_BATCH = 512
 #: Default context when the user does not set ``n_ctx``: the model's own, capped so the KV cache of a small
 #: machine stays modest. The KV cache is unified: any one request may use all of it.
 #: (``benchmark/llama_defaults.py``, results in ``benchmark/results/defaults.md`` and ``doc/performance.md``: with 1-4
@@ -95,6 +107,17 @@ class LlamaCppConfig(BaseModel):
     cache_type_v: KvCacheType | None = None
     #: reuse each slot's cached prefix (shared system prompt, repeated turns): ~78% of prompt tokens measured
     cache_prompt: bool = True
+    # -- embedding and rerank models only
+    pooling_type: Literal["mean", "cls", "last"] | None = Field(
+        default=None,
+        description="embedding models: how token vectors become one (default: the GGUF header's pooling_type)",
+    )
+    normalize: bool = Field(default=True, description="embedding models: L2-normalize every vector")
+    score_activation: Literal["sigmoid", "none"] = Field(
+        default="sigmoid",
+        description="rerank models: sigmoid maps the classifier's logit to a 0-1 score, as sentence-transformers' "
+        "CrossEncoder does for one-label models; none returns the logit",
+    )
     #: llama.cpp's own ``common_params`` fields by dotted path, collected from every other launch option
     params: dict[str, Any] = Field(default_factory=dict, description="llama.cpp common_params by dotted path")
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
@@ -129,11 +152,14 @@ class LlamaCppConfig(BaseModel):
                 raise InvalidRequest(_unknown_option_message(typo, tree.leaves), param=typo) from None
             raise
 
-    def resolve(self, *, cpu_count: int, context_length: int | None, gpu: bool) -> ResolvedLlamaCppConfig:
+    def resolve(
+        self, *, cpu_count: int, context_length: int | None, gpu: bool, pooled: bool = False
+    ) -> ResolvedLlamaCppConfig:
         """Fill every unset option from the worker's hardware and the model's context length.
 
         On a GPU worker an unset ``n_gpu_layers`` means every layer here; the engine then narrows it to what fits
-        in free VRAM (:func:`estimate_gpu_layers`, which needs the GGUF file).
+        in free VRAM (:func:`estimate_gpu_layers`, which needs the GGUF file). ``pooled``: an embedding or rerank
+        model, whose ``context_length`` is the tokens of one input: more slots, and passes that hold whole inputs.
         """
         model_ctx = context_length or 4096
         threads = self.n_threads or max(1, cpu_count)
@@ -144,14 +170,40 @@ class LlamaCppConfig(BaseModel):
             layers, offload = 0, "none (no GPU)"
         else:
             layers, offload = ALL_LAYERS, "all layers"
+        n_ctx = self.n_ctx or min(model_ctx, MAX_DEFAULT_CTX)
+        n_batch: int | None
+        n_ubatch: int | None
+        if pooled:
+            # every core but one, as the torch engines: on 2 cores shared with the API (load average 4-7), MiniLM
+            # embedded 60-80 single requests/s with 1 thread and 3-12 with 2 (ggml's threads wait for each other
+            # at every operation, and the API takes one of the two cores at every request)
+            threads = self.n_threads or max(1, cpu_count - 1)
+            slots = self.n_parallel or DEFAULT_POOLED_SLOTS
+            n_batch = self.n_batch or max(n_ctx, DEFAULT_POOLED_BATCH)
+            n_ubatch = self.n_ubatch or n_batch
+        else:
+            slots = self.n_parallel or (DEFAULT_GPU_SLOTS if gpu else DEFAULT_CPU_SLOTS)
+            n_batch, n_ubatch = self.n_batch, self.n_ubatch
         return ResolvedLlamaCppConfig(
             **self.model_dump(
-                exclude={"n_ctx", "n_parallel", "n_threads", "n_threads_batch", "n_gpu_layers", "draft", "params"},
+                exclude={
+                    "n_ctx",
+                    "n_parallel",
+                    "n_threads",
+                    "n_threads_batch",
+                    "n_gpu_layers",
+                    "draft",
+                    "params",
+                    "n_batch",
+                    "n_ubatch",
+                },
             ),
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
             draft=self.draft,
             params={"cache_ram_mib": DEFAULT_CACHE_RAM_MIB, **self.params},
-            n_ctx=self.n_ctx or min(model_ctx, MAX_DEFAULT_CTX),
-            n_parallel=self.n_parallel or (DEFAULT_GPU_SLOTS if gpu else DEFAULT_CPU_SLOTS),
+            n_ctx=n_ctx,
+            n_parallel=slots,
             n_threads=threads,
             n_threads_batch=self.n_threads_batch or threads,
             n_gpu_layers=layers,

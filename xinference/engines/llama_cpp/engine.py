@@ -33,6 +33,14 @@ from xinference.engines.llama_cpp.config import (
     estimate_gpu_layers,
 )
 from xinference.engines.llama_cpp.params_tree import load_tree
+from xinference.engines.llama_cpp.pooling import (
+    choose_pooling,
+    embed_body,
+    embeddings_response,
+    rerank_body,
+    rerank_response,
+    sequence_limit,
+)
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
 from xinference.errors import (
@@ -57,6 +65,7 @@ from xinference.model.prompt_render import RenderLimits, TemplateLimitExceeded, 
 
 if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
+    from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["LlamaCppEngine", "error_from_llama"]
 
@@ -104,6 +113,11 @@ def error_from_llama(error: dict[str, Any]) -> XinferenceError:
             f"relaunch the model with a larger n_ctx",
             param="messages",
         )
+    if "too large to process" in message:  # an embedding or rerank input longer than one pass (its positions)
+        return ContextLengthExceeded(
+            f"an input is longer than this model takes in one pass ({message.split('.', 1)[0]}); shorten it",
+            param="input",
+        )
     code = error.get("code")
     if code == 400 or kind == "invalid_request_error":
         return InvalidRequest(message)
@@ -142,7 +156,7 @@ class LlamaCppEngine(Engine):
     """GGUF models on CPU or GPU through llama.cpp."""
 
     name: ClassVar[str] = "llama.cpp"
-    model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
+    model_types: ClassVar[frozenset[str]] = frozenset({"LLM", "embedding", "rerank"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"ggufv2"})
     continuous_batching: ClassVar[bool] = True
     config_class = LlamaCppConfig
@@ -158,11 +172,21 @@ class LlamaCppEngine(Engine):
     _counters: ServerCounters | None = None
     _api_key: str = ""
     _template: str | None = None  # the chat template, read at the first request of a reasoning family
+    #: embedding and rerank models: llama.cpp's pooling (None for a generative model) and the vectors' size
+    _pooling: str | None = None
+    _dimensions: int = 0
     resolved: ResolvedLlamaCppConfig
 
     @classmethod
     def check_lib(cls) -> Verdict:
         return envs.check_engine_lib(cls.name, "xllamacpp", "xllamacpp", "0.2", _INSTALL_HINT)
+
+    @classmethod
+    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
+        """The default checks, with a sentence naming the model type for embedding and rerank models."""
+        if family.model_type in ("embedding", "rerank") and spec.model_format != "ggufv2":
+            return Verdict.reject(f"llama.cpp serves {family.model_type} models only in GGUF, not {spec.model_format}")
+        return super().match(family, spec, hardware)
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
@@ -185,10 +209,12 @@ class LlamaCppEngine(Engine):
             raise LaunchFailed(f"llama.cpp needs the xllamacpp package ({_INSTALL_HINT}): {exc}") from exc
         assert isinstance(self.config, LlamaCppConfig)
         self._speculation = SpeculationCounters()
+        context_length = await asyncio.to_thread(self._plan_pooling)
         resolved = self.config.resolve(
             cpu_count=self.hardware.cpu_count,
-            context_length=self.family.context_length,
+            context_length=context_length,
             gpu=bool(self.hardware.gpus),
+            pooled=self._pooling is not None,
         )
         auto = await asyncio.to_thread(self._auto_gpu_layers, resolved)
         if auto is not None:
@@ -218,6 +244,26 @@ class LlamaCppEngine(Engine):
         )
         self._load = SlotLoad(self.resolved.n_parallel)
         self._counters = ServerCounters(self._server.handle_metrics, self.model_uid)
+
+    def _plan_pooling(self) -> int | None:
+        """For an embedding or rerank model: its pooling and vector size from the GGUF header (LaunchFailed when
+        it cannot be served so), and the tokens of one input; for a generative model, its context length."""
+        assert isinstance(self.config, LlamaCppConfig)
+        if self.family.model_type not in ("embedding", "rerank"):
+            pooled = {"pooling_type": self.config.pooling_type, "normalize": not self.config.normalize or None}
+            for option, value in pooled.items():
+                if value:
+                    raise LaunchFailed(f"{option} applies to embedding models; {self.model_uid} is a chat model")
+            return self.family.context_length
+        from xinference.model.gguf_info import read_gguf_info
+
+        try:
+            info = read_gguf_info(self.model_path)
+        except (OSError, ValueError) as exc:
+            raise LaunchFailed(f"llama.cpp could not read {self.model_uid}'s GGUF header: {exc}") from exc
+        self._pooling = choose_pooling(self.family.model_type, self.config.pooling_type, info, self.model_uid)
+        self._dimensions = info.n_embd
+        return sequence_limit(info, self.family.max_tokens)
 
     def _auto_gpu_layers(self, cfg: ResolvedLlamaCppConfig) -> GpuLayers | None:
         """Layers that fit in this replica's free VRAM when the user left ``n_gpu_layers`` unset (NVIDIA GPUs;
@@ -266,6 +312,9 @@ class LlamaCppEngine(Engine):
         params.endpoint_metrics = True  # read in-process by stats(); over HTTP only with the key above
         params.endpoint_slots = False
         params.endpoint_props = False
+        if self._pooling is not None:
+            params.embedding = True
+            params.pooling_type = getattr(xllamacpp.llama_pooling_type, f"LLAMA_POOLING_TYPE_{self._pooling.upper()}")
         if self.family.chat_template:
             params.chat_template = self.family.chat_template
         return params
@@ -301,6 +350,8 @@ class LlamaCppEngine(Engine):
 
     # -- serving ------------------------------------------------------------------------------------------------
     def _body(self, request: dict[str, Any], stream: bool) -> dict[str, Any]:
+        if self._pooling is not None:  # llama.cpp was started for vectors or scores, not text
+            raise self._unsupported("generate text")
         if int(request.get("n") or 1) > 1:
             raise UnsupportedOption(
                 "n > 1 (several choices per request) is not supported by llama.cpp; send n requests", param="n"
@@ -484,6 +535,42 @@ class LlamaCppEngine(Engine):
 
     async def completions(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._call("/v1/completions", self._body(request, stream=False))
+
+    # -- embedding and rerank models ----------------------------------------------------------------------------
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One vector per input (strings or token-id lists), pooled as the model was launched; see ``pooling.py``."""
+        if self.family.model_type != "embedding" or self._pooling is None:
+            raise self._unsupported("embed")
+        assert isinstance(self.config, LlamaCppConfig)
+        body = embed_body(request, self.config.normalize, self._dimensions)
+        result = await self._pooled("handle_embeddings", body)
+        return embeddings_response(result, self.model_uid, request.get("encoding_format"))
+
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Every document scored against the query through the model's classification head, best first."""
+        if self.family.model_type != "rerank" or self._pooling is None:
+            raise self._unsupported("rerank")
+        assert isinstance(self.config, LlamaCppConfig)
+        documents = list(request["documents"])
+        result = await self._pooled("handle_rerank", rerank_body(request))
+        return rerank_response(
+            result, documents, request.get("top_n"), bool(request.get("return_documents")), self.config.score_activation
+        )
+
+    async def _pooled(self, handler_name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One embeddings or rerank call into llama.cpp (``Server.<handler_name>``) on a thread of the pool: each
+        input becomes one of llama.cpp's tasks, and the tasks of every concurrent call share its forward passes."""
+        pool = self._executor()  # ModelUnavailable once unloaded
+        handler: Callable[[dict[str, Any]], Any] = getattr(self._server, handler_name)
+        assert self._load is not None
+        with self._load.running(), _backend_errors():
+            result = await asyncio.get_running_loop().run_in_executor(pool, handler, body)
+        if not isinstance(result, dict):
+            raise EngineError(f"llama.cpp answered {type(result).__name__} instead of a JSON object")
+        if "error" in result:
+            error = result["error"]
+            raise error_from_llama(error if isinstance(error, dict) else {"message": str(error)})
+        return result
 
     async def completions_stream(self, request: dict[str, Any]) -> ChunkStream:
         return self._start(self._server.handle_completions, self._body(request, stream=True))

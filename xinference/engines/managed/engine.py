@@ -42,6 +42,7 @@ import httpx
 
 from xinference.engines import envs
 from xinference.engines.base import ChunkStream, Engine, Verdict
+from xinference.engines.managed.pooling import embed_request, embeddings_answer, rerank_answer, rerank_request
 from xinference.engines.managed.process import ServerProcess, free_loopback_port, scrub
 from xinference.engines.managed.sse import SSEResponse, open_sse
 from xinference.engines.managed.tools import ForcedToolCall, forced_tool_call
@@ -55,6 +56,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.parsers.postprocess import thinking_enabled
+from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
 from xinference.model.prompt_render import check_template_kwargs
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ __all__ = [
     "error_from_server",
     "parse_metrics",
     "reasoning_style",
+    "tool_format_name",
     "server_template_kwargs",
     "visible_gpu_count",
 ]
@@ -121,15 +124,36 @@ def visible_gpu_count(hardware: HardwareInfo) -> int:
     return max(1, len([gpu for gpu in hardware.gpus if gpu.vendor == "nvidia"]))
 
 
+#: A family's reasoning tags -> the style a server's reasoning parser is chosen by (``qwen3`` is decided by name)
+_STYLE_OF_TAGS: dict[tuple[str, str], str] = {
+    ("<think>", "</think>"): "think",
+    ("[THINK]", "[/THINK]"): "mistral",
+    ("\u25c1think\u25b7", "\u25c1/think\u25b7"): "kimi",
+    ("<seed:think>", "</seed:think>"): "seed_oss",
+    ("<|channel|>analysis<|message|>", "<|end|>"): "harmony",
+    ("<|channel>thought\n", "<channel|>"): "gemma4",
+}
+
+
 def reasoning_style(family: ModelFamily) -> str | None:
     """How the family marks its reasoning, for choosing a server's reasoning parser: ``qwen3`` (``<think>`` tags
     that ``enable_thinking: false`` turns off), ``think`` (other ``<think>`` tags, the opening one possibly left
-    out by the template), or None."""
-    start = getattr(family, "reasoning_start_tag", None)
-    end = getattr(family, "reasoning_end_tag", None)
-    if (start, end) != ("<think>", "</think>"):
+    out by the template), ``mistral`` (``[THINK]``), ``kimi``, ``seed_oss``, ``harmony`` (gpt-oss's channels),
+    ``gemma4``, or None (no reasoning, or tags no server knows)."""
+    tags = reasoning_tags_of(family)
+    if tags is None:
         return None
-    return "qwen3" if family.model_name.lower().startswith("qwen3") else "think"
+    style = _STYLE_OF_TAGS.get((tags.start, tags.end))
+    if style == "think" and family.model_name.lower().startswith("qwen3"):
+        return "qwen3"
+    return style
+
+
+def tool_format_name(family: ModelFamily) -> str | None:
+    """The canonical name of the family's tool-call format (an alias such as Xinference's ``qwen`` or vLLM's
+    ``glm47`` resolved), for choosing a server's tool-call parser; None when it declares none."""
+    fmt = tool_call_format_of(family)
+    return fmt.name if fmt is not None else None
 
 
 def error_from_server(engine: str, status: int, body: bytes | str) -> XinferenceError:
@@ -535,6 +559,21 @@ class ManagedServerEngine(Engine):
         body = self.translate_request(request, "completions")
         body["stream"] = True
         return self._open("/v1/completions", body)
+
+    async def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An embedding model's vectors through the server's ``/v1/embeddings`` (see :mod:`.pooling`)."""
+        if self.family.model_type != "embedding":
+            raise self._unsupported("embed")
+        data = await self._post("/v1/embeddings", embed_request(self.model_uid, request))
+        return embeddings_answer(data, self.model_uid, request.get("encoding_format"))
+
+    async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A reranker's scores through the server's ``/v1/rerank``, in the platform's rerank shape."""
+        if self.family.model_type != "rerank":
+            raise self._unsupported("rerank")
+        data = await self._post("/v1/rerank", rerank_request(self.model_uid, request))
+        documents = list(request["documents"])
+        return rerank_answer(data, documents, request.get("top_n"), bool(request.get("return_documents")))
 
     async def _forced_call(self, request: dict[str, Any], forced: ForcedToolCall) -> dict[str, Any]:
         """``tool_choice`` required or named, built on the server's structured output (its own forced-tool path

@@ -85,7 +85,17 @@ class SentenceTransformersConfig(BaseModel):
         description="allow requests to ask for fewer `dimensions` than the model's (Matryoshka-trained models only)",
     )
     device: str | None = Field(default=None, description="torch device (default: cuda when available, else cpu)")
-    trust_remote_code: bool = False
+    trust_remote_code: bool = Field(
+        default=False,
+        description="run the modelling code a model ships (jina, nomic, gte-multilingual): needed when its "
+        "config.json has an auto_map",
+    )
+    rerank_instruction: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="Qwen3-Reranker: the task instruction in its prompt (default: the model card's web-search one)",
+    )
 
     def resolve(self, *, cpu_count: int, gpu: bool, passive_wait: bool = False) -> ResolvedSentenceTransformersConfig:
         """The options for a process that may use ``cpu_count`` cores; ``passive_wait``: its OpenMP threads sleep

@@ -11,6 +11,12 @@ padded per sub-batch and run through the model. A model whose own ``encode`` doe
 prompt, another input module) is noticed by a check at load, and then runs through ``encode`` per sub-batch.
 Token-array inputs (OpenAI's ``input: [[id, ...]]``) are the model's own token ids: they are
 decoded with its tokenizer and embedded like text.
+
+A reranker that is a causal LM (Qwen3-Reranker: ``Qwen3ForCausalLM``) has no classification head for a
+``CrossEncoder``; it is scored by :class:`~.causal_rerank.YesNoScorer` through its prompt and yes/no logits. Other
+causal-LM rerankers are refused by :meth:`SentenceTransformersEngine.match`. A model whose ``config.json`` maps its
+classes to its own code (``auto_map``: jina, nomic, gte-multilingual) loads only when the launch sets
+``trust_remote_code=true``: without it transformers would build a different class and the weights would not fit.
 """
 
 from __future__ import annotations
@@ -18,15 +24,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
 from xinference.engines.base import Engine, Verdict
 from xinference.engines.envs.libcheck import check_library
 from xinference.engines.sentence_transformers.batcher import Batcher
+from xinference.engines.sentence_transformers.causal_rerank import (
+    YesNoScorer,
+    causal_architecture,
+    unsupported_causal_reranker,
+)
 from xinference.engines.sentence_transformers.config import (
     ResolvedSentenceTransformersConfig,
     SentenceTransformersConfig,
@@ -34,6 +46,10 @@ from xinference.engines.sentence_transformers.config import (
 )
 from xinference.engines.sentence_transformers.grouping import plan_groups
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelUnavailable, XinferenceError
+
+if TYPE_CHECKING:
+    from xinference.hardware import HardwareInfo
+    from xinference.model.spec import ModelFamily, ModelSpec
 
 __all__ = ["SentenceTransformersEngine"]
 
@@ -83,6 +99,17 @@ class SentenceTransformersEngine(Engine):
     _dimensions: int | None = None
     #: whether this model's embeddings come from padding our token ids and calling the model (checked at load)
     _direct: bool = False
+    #: the yes/no scorer of a causal-LM reranker (Qwen3-Reranker); None for cross-encoders
+    _scorer: YesNoScorer | None = None
+
+    @classmethod
+    def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
+        verdict = super().match(family, spec, hardware)
+        if verdict and family.model_type == "rerank":
+            reason = unsupported_causal_reranker(family.architectures)
+            if reason is not None:
+                return Verdict.reject(reason)
+        return verdict
 
     @classmethod
     def check_lib(cls) -> Verdict:
@@ -104,6 +131,18 @@ class SentenceTransformersEngine(Engine):
         )
         # Weights are always local here: never let the hub client reach for the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        model_config = _read_model_config(self.model_path)
+        if model_config.get("auto_map") and not self.resolved.trust_remote_code:
+            raise LaunchFailed(
+                f"{self.family.model_name} ships its own modelling code (auto_map in its config.json), which runs "
+                "only when the launch allows it: launch it again with trust_remote_code=true if you trust its "
+                "authors"
+            )
+        architectures = model_config.get("architectures") or self.family.architectures
+        if self.family.model_type == "rerank":
+            reason = unsupported_causal_reranker(architectures)
+            if reason is not None:
+                raise LaunchFailed(reason)
         logger.info("loading %s with sentence-transformers: %s", self.model_uid, self.resolved.model_dump())
         # Load and every forward pass run on this one thread: torch's CPU thread pool is per calling thread, and
         # a second pool on a small machine halves the speed of both.
@@ -147,12 +186,37 @@ class SentenceTransformersEngine(Engine):
             self._dimensions = getter()
             model.eval()
             self._direct = self._direct_path_matches(model)
+        elif causal_architecture(self._architectures()) is not None:
+            return self._load_causal_reranker()
         else:
             from sentence_transformers import CrossEncoder
 
             model = CrossEncoder(self.model_path, max_length=cfg.max_length or self.family.max_tokens, **common)
             self._max_length = int(getattr(model, "max_seq_length", None) or model.tokenizer.model_max_length)
         model.eval()
+        return model
+
+    def _architectures(self) -> list[str]:
+        found = _read_model_config(self.model_path).get("architectures")
+        return list(found) if isinstance(found, list) and found else list(self.family.architectures)
+
+    def _load_causal_reranker(self) -> Any:
+        """A causal-LM reranker (Qwen3-Reranker) with its yes/no scorer; returns the model."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        cfg = self.resolved
+        common = {"local_files_only": True, "trust_remote_code": cfg.trust_remote_code}
+        tokenizer = AutoTokenizer.from_pretrained(self.model_path, **common)
+        dtype: Any = torch.float32 if cfg.device == "cpu" else "auto"
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **common)
+        model = model.to(cfg.device)
+        model.eval()
+        limit = cfg.max_length or self.family.max_tokens or 8192
+        self._scorer = YesNoScorer(
+            model, tokenizer, device=cfg.device, max_length=int(limit), instruction=cfg.rerank_instruction
+        )
+        self._max_length = int(limit)
         return model
 
     async def unload(self) -> None:
@@ -163,6 +227,7 @@ class SentenceTransformersEngine(Engine):
             self._thread.shutdown(wait=False, cancel_futures=True)
             self._thread = None
         self._model = None
+        self._scorer = None
 
     def stats(self) -> dict[str, Any]:
         """Batching counters (forward passes, requests, the most requests that shared one pass)."""
@@ -244,6 +309,8 @@ class SentenceTransformersEngine(Engine):
     def _rerank_forward(self, pairs: list[tuple[str, str]]) -> list[tuple[float, int]]:
         import torch
 
+        if self._scorer is not None:
+            return self._score_forward(self._scorer, pairs)
         with _backend_errors(), torch.inference_mode():
             encoded = self._tokenize([q for q, _ in pairs], [d for _, d in pairs])
             counts = [len(ids) for ids in encoded["input_ids"]]
@@ -254,6 +321,18 @@ class SentenceTransformersEngine(Engine):
                 )
                 for index, value in zip(group, values, strict=True):
                     scores[index] = float(value)
+        return list(zip(scores, counts, strict=True))
+
+    def _score_forward(self, scorer: YesNoScorer, pairs: list[tuple[str, str]]) -> list[tuple[float, int]]:
+        import torch
+
+        with _backend_errors(), torch.inference_mode():
+            rows = scorer.encode(pairs)
+            counts = [len(row) for row in rows]
+            scores: list[float] = [0.0] * len(pairs)
+            for group in plan_groups(counts):
+                for index, value in zip(group, scorer.score([rows[i] for i in group]), strict=True):
+                    scores[index] = value
         return list(zip(scores, counts, strict=True))
 
     # -- embeddings ----------------------------------------------------------------------------------------------
@@ -338,6 +417,18 @@ class SentenceTransformersEngine(Engine):
                 "warnings": None,
             },
         }
+
+
+def _read_model_config(model_path: str) -> dict[str, Any]:
+    """The model folder's ``config.json`` (empty when there is none, e.g. a folder laid out by sentence-transformers
+    around a subfolder)."""
+    path = os.path.join(model_path, "config.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _encode(vector: Any, dimensions: int | None, encoding: str) -> list[float] | str:

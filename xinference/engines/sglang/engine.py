@@ -22,6 +22,7 @@ from xinference.engines.managed.engine import (
     ManagedServerEngine,
     cuda_linux_verdict,
     reasoning_style,
+    tool_format_name,
     visible_gpu_count,
 )
 from xinference.engines.sglang.config import SGLangConfig
@@ -35,26 +36,22 @@ __all__ = ["NO_CPU_BUILD", "REASONING_PARSERS", "TOOL_PARSERS", "SGLangEngine"]
 
 NO_CPU_BUILD = "SGLang has no CPU build; it needs an NVIDIA GPU"
 
-#: A family's declared tool-call format -> SGLang's ``--tool-call-parser`` name.
+#: A family's tool-call format (its canonical name, model/parsers/registry.py) -> SGLang's ``--tool-call-parser``.
 TOOL_PARSERS: dict[str, str] = {
     "hermes": "qwen25",
-    "qwen": "qwen25",
-    "qwen2.5": "qwen25",
-    "qwen3": "qwen",
-    "qwen3_coder": "qwen3_coder",
-    "llama3": "llama3",
     "llama3_json": "llama3",
-    "llama4": "llama4",
     "mistral": "mistral",
+    "qwen3_coder": "qwen3_coder",
+    "glm45": "glm",
     "deepseek_v3": "deepseekv3",
     "deepseek_v31": "deepseekv31",
-    "pythonic": "pythonic",
+    "deepseek_v32": "deepseekv32",
     "kimi_k2": "kimi_k2",
-    "glm45": "glm",
-    "gpt_oss": "gpt-oss",
+    "pythonic": "pythonic",
+    "harmony": "gpt-oss",
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> SGLang's ``--reasoning-parser`` name.
-REASONING_PARSERS: dict[str, str] = {"think": "deepseek-r1", "qwen3": "qwen3"}
+REASONING_PARSERS: dict[str, str] = {"think": "deepseek-r1", "qwen3": "qwen3", "kimi": "kimi", "harmony": "gpt-oss"}
 
 
 class SGLangEngine(ManagedServerEngine):
@@ -100,7 +97,7 @@ class SGLangEngine(ManagedServerEngine):
         assert isinstance(self.config, SGLangConfig)
         if self.config.tool_call_parser is not None:
             return self.config.tool_call_parser
-        declared = (self.family.tool_call_format or "").lower()
+        declared = tool_format_name(self.family)
         return TOOL_PARSERS.get(declared) if declared else None
 
     def reasoning_parser(self) -> str | None:

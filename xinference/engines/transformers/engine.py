@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from xinference.engines.base import Verdict
@@ -29,11 +30,24 @@ from xinference.model.parsers.tool_calls import ToolCallFormat
 from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
 from xinference.model.prompt_render import RenderLimits, render, special_tokens_of
 
-__all__ = ["TransformersEngine"]
+__all__ = ["TransformersEngine", "markers_are_special"]
 
 logger = logging.getLogger(__name__)
 
 _INSTALL_HINT = "pip install 'xinference[transformers]'"
+
+
+def markers_are_special(parser: ChatOutputParser, special_tokens: Iterable[str]) -> bool:
+    """Whether the text the parser reads must keep the tokenizer's special tokens: a tool-call opener or a reasoning
+    tag is, or holds, one (Mistral's ``[TOOL_CALLS]``, Kimi's and DeepSeek's call sections, gpt-oss's
+    ``<|channel|>``), and decoding without them would hide the very markers the parser looks for."""
+    markers: list[str] = []
+    if parser.tool_format is not None:
+        markers.extend(parser.tool_format.openers)
+    if parser.reasoning is not None:
+        markers.extend((parser.reasoning.start, parser.reasoning.end))
+    special = [token for token in special_tokens if token]
+    return any(token in marker for marker in markers for token in special)
 
 
 class TransformersEngine(BatchingEngine):
@@ -168,10 +182,9 @@ class TransformersEngine(BatchingEngine):
         return ids, prompt_text
 
     def _adjust_plan(self, plan: RequestPlan, parser: ChatOutputParser | None) -> None:
-        if parser is not None and parser.tool_format is not None:
-            special = set(getattr(self._tokenizer, "all_special_tokens", ()))
-            if any(marker in special for marker in parser.tool_format.openers):  # e.g. Mistral's [TOOL_CALLS]
-                plan.params = dataclasses.replace(plan.params, keep_special=True)
+        special = getattr(self._tokenizer, "all_special_tokens", ())
+        if parser is not None and markers_are_special(parser, special):
+            plan.params = dataclasses.replace(plan.params, keep_special=True)
 
     def _new_sequence(self, ids: list[int], params: SamplingParams, sink: Any, plan: RequestPlan) -> BaseSequence:
         seq = Sequence(ids, params, sink)

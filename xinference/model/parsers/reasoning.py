@@ -3,10 +3,11 @@
 A message may
 
 - open with the start tag (Qwen3, most reasoning models): the text up to the end tag is reasoning;
-- lack the start tag because the chat template already put it in the prompt (DeepSeek-R1 distills): the engine
-  says so with ``primed=True`` when it knows, and without that knowledge the text is held back until the end tag
-  shows (then it was reasoning) or the message ends (then it was the answer: an answer never lands in
-  ``reasoning_content`` for want of a tag);
+- lack the start tag because the chat template already put it in the prompt (DeepSeek-R1 and its distills,
+  Qwen3-2507-Thinking): the engine says so with ``primed=True`` when it sees the rendered prompt end with the tag,
+  or the family declares ``reasoning_starts_inside``; a start tag the model writes anyway is dropped. Without that
+  knowledge the text is held back until the end tag shows (then it was reasoning) or the message ends (then it
+  was the answer: an answer never lands in ``reasoning_content`` for want of a tag);
 - carry no reasoning at all.
 
 With thinking off (``enabled=False``) the text streams as content at once, and any tag the model writes anyway is
@@ -16,9 +17,9 @@ removed from it: a block it still produced goes to reasoning, never into the con
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-__all__ = ["ReasoningEvent", "ReasoningStream", "ReasoningTags", "split_reasoning"]
+__all__ = ["ReasoningEvent", "ReasoningSplitter", "ReasoningStream", "ReasoningTags", "split_reasoning"]
 
 #: ``("reasoning" | "content", text)``
 ReasoningEvent = tuple[Literal["reasoning", "content"], str]
@@ -31,8 +32,16 @@ class ReasoningTags:
     start: str = "<think>"
     end: str = "</think>"
 
-    def stream(self, *, enabled: bool = True, primed: bool = False) -> ReasoningStream:
+    def stream(self, *, enabled: bool = True, primed: bool = False) -> ReasoningSplitter:
         return ReasoningStream(self, enabled=enabled, primed=primed)
+
+
+class ReasoningSplitter(Protocol):
+    """What a family's reasoning parser does (:class:`ReasoningStream`, or harmony's channel splitter)."""
+
+    def feed(self, delta: str) -> list[ReasoningEvent]: ...
+
+    def finish(self) -> list[ReasoningEvent]: ...
 
 
 class ReasoningStream:
@@ -45,6 +54,7 @@ class ReasoningStream:
         # opening: before the first non-blank text; undecided: text that is reasoning only if an end tag follows
         self._phase: Literal["opening", "reasoning", "undecided", "content"] = "reasoning" if primed else "opening"
         self._at_section_start = True  # blanks at the start of a section are dropped
+        self._echo_possible = primed  # a primed reply may still open with the start tag: it is dropped
 
     def feed(self, delta: str) -> list[ReasoningEvent]:
         self._buf += delta
@@ -76,6 +86,14 @@ class ReasoningStream:
             if start.startswith(stripped) and not final:
                 return False  # the start tag may be forming
             self._phase = "undecided" if self.enabled else "content"
+            return True
+        if self._echo_possible:
+            stripped = self._buf.lstrip()
+            if not stripped or (start.startswith(stripped) and stripped != start and not final):
+                return False  # blanks, or the start tag forming
+            self._echo_possible = False
+            if stripped.startswith(start):
+                self._buf = stripped[len(start) :]
             return True
         if self._phase in ("reasoning", "undecided"):
             index = self._buf.find(end)

@@ -1,8 +1,12 @@
 """The machinery shared by the JSON tool-call formats: a format describes its markers, this module does the parsing.
 
-Every format in the catalog writes calls as JSON objects ``{"name": ..., "arguments"|"parameters": {...}}`` inside
-some markers (Hermes/Qwen ``<tool_call>...</tool_call>``, Mistral ``[TOOL_CALLS][...]``, Llama 3 a bare object at
-the start of the message). :class:`ToolCallStream` follows generated text as it grows:
+:class:`ToolCallFormat` is also the type every format has (engines and grammars take it); the formats whose calls
+are not one JSON object each subclass it in :mod:`.blocks`.
+
+The JSON formats write calls as objects ``{"name": ..., "arguments"|"parameters": {...}}`` inside some markers
+(Hermes/Qwen ``<tool_call>...</tool_call>``, Mistral ``[TOOL_CALLS][...]``, Phi-4-mini ``<|tool_call|>[...]``,
+InternLM ``<|action_start|><|plugin|>...``, Llama 3 a bare object at the start of the message).
+:class:`ToolCallStream` follows generated text as it grows:
 
 - text before (and after) the calls stays content; a suffix that may be the start of a marker is held back until
   the next delta decides;
@@ -17,14 +21,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Protocol, Union
 
 from xinference.model.parsers.base import ParsedCall, ToolCallDelta, new_call_id, scan_object
 
-__all__ = ["ToolCallFormat", "ToolCallStream", "ToolEvent", "parse_tool_calls"]
+__all__ = ["CallStream", "ToolCallFormat", "ToolCallStream", "ToolEvent", "Tools", "parse_tool_calls"]
 
 #: What a stream step yields: content text, or a piece of a tool call.
 ToolEvent = Union[str, ToolCallDelta]
+
+#: The request's ``tools`` (OpenAI's shape), when the parser is told them: formats that write raw text values
+#: (Qwen3-Coder's XML, GLM's ``<arg_value>``) read the declared parameter types from them.
+Tools = list[dict[str, Any]]
+
+
+class CallStream(Protocol):
+    """What every format's stream does: ``feed(delta)`` then ``finish()``, each returning events in order;
+    ``calls`` counts the calls announced so far."""
+
+    calls: int
+
+    def feed(self, delta: str) -> list[ToolEvent]: ...
+
+    def finish(self) -> list[ToolEvent]: ...
 
 
 @dataclass(frozen=True)
@@ -45,12 +64,13 @@ class ToolCallFormat:
     call_prefix: str = ""
     call_suffix: str = ""
 
-    def stream(self) -> ToolCallStream:
+    def stream(self, tools: Tools | None = None) -> CallStream:
+        """A parser for one message; ``tools`` are the request's (the JSON formats do not need them)."""
         return ToolCallStream(self)
 
-    def parse(self, text: str) -> tuple[str, list[ParsedCall]]:
+    def parse(self, text: str, tools: Tools | None = None) -> tuple[str, list[ParsedCall]]:
         """Split a whole message into its content and its tool calls."""
-        return parse_tool_calls(self, text)
+        return parse_tool_calls(self, text, tools)
 
 
 @dataclass
@@ -73,6 +93,7 @@ class ToolCallStream:
         self._seen_text = False  # some non-whitespace content went out (a bare-JSON call can no longer start)
         self._call: _OpenCall | None = None
         self._opener = ""  # the marker that opened the call region (given back if no call follows)
+        self._region_calls = 0  # calls since the region opened (its opener is given back while there are none)
         self.calls = 0
 
     def feed(self, delta: str) -> list[ToolEvent]:
@@ -80,7 +101,10 @@ class ToolCallStream:
         return self._drain(final=False)
 
     def finish(self) -> list[ToolEvent]:
-        return self._drain(final=True)
+        events = self._drain(final=True)
+        if self._in_calls and self._call is None:
+            self._leave_calls(events)  # an opener the message ended after: content, like any marker with no call
+        return events
 
     # -- content ---------------------------------------------------------------------------------------------------
     def _drain(self, final: bool) -> list[ToolEvent]:
@@ -99,6 +123,7 @@ class ToolCallStream:
                 return False if not final else self._emit_content(events, buf, len(buf))
             if stripped[0] == "{":
                 self._buf, self._in_calls, self._opener = stripped, True, buf[: len(buf) - len(stripped)]
+                self._region_calls = 0
                 return True
         found = [(buf.find(m), m) for m in self.fmt.openers]
         hits = [(i, m) for i, m in found if i >= 0]
@@ -106,7 +131,7 @@ class ToolCallStream:
             index, marker = min(hits)
             self._emit_content(events, buf, index)
             self._buf = self._buf[len(marker) :]
-            self._in_calls, self._opener = True, marker
+            self._in_calls, self._opener, self._region_calls = True, marker, 0
             return True
         keep = 0 if final else _held_suffix(buf, self.fmt.openers)
         self._emit_content(events, buf, len(buf) - keep)
@@ -153,7 +178,7 @@ class ToolCallStream:
 
     def _leave_calls(self, events: list[ToolEvent]) -> None:
         """What follows is not a call: back to content (the marker too, when no call came after it)."""
-        if self.calls == 0 and self._opener.strip():
+        if self._region_calls == 0 and self._opener.strip():
             events.append(self._opener)
             self._seen_text = True
         self._in_calls, self._opener = False, ""
@@ -200,6 +225,7 @@ class ToolCallStream:
         self._buf = self._buf[end:]
         self._call, self._opener = None, ""
         self.calls += 1
+        self._region_calls += 1
         return True
 
     def _abandon(self, events: list[ToolEvent], call: _OpenCall) -> bool:
@@ -248,9 +274,9 @@ def _held_suffix(text: str, markers: tuple[str, ...]) -> int:
     return longest
 
 
-def parse_tool_calls(fmt: ToolCallFormat, text: str) -> tuple[str, list[ParsedCall]]:
+def parse_tool_calls(fmt: ToolCallFormat, text: str, tools: Tools | None = None) -> tuple[str, list[ParsedCall]]:
     """Content and complete calls of a whole message (the stream fed once)."""
-    stream = fmt.stream()
+    stream = fmt.stream(tools)
     events = stream.feed(text) + stream.finish()
     content: list[str] = []
     calls: list[ParsedCall] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["history_for_template", "template_renders_tools", "tool_system_prompt", "with_tools"]
+__all__ = ["JsonArguments", "history_for_template", "template_renders_tools", "tool_system_prompt", "with_tools"]
 
 
 def template_renders_tools(template: str | None) -> bool:
@@ -31,20 +31,40 @@ def with_tools(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> l
     return [{"role": "system", "content": note}, *messages]
 
 
+class JsonArguments(dict[str, Any]):
+    """An earlier call's arguments as the object templates iterate (Qwen3-Coder's and GLM's ``|items``, ``tojson``)
+    that still reads as OpenAI's JSON text where a template treats it as a string: DeepSeek's templates concatenate
+    it (``'<｜tool▁sep｜>' + arguments``), others print it (``{{ arguments }}``)."""
+
+    def __str__(self) -> str:
+        return json.dumps(self, ensure_ascii=False)
+
+    def __add__(self, other: object) -> str:
+        if isinstance(other, str):
+            return str(self) + other
+        return NotImplemented
+
+    def __radd__(self, other: object) -> str:
+        if isinstance(other, str):
+            return other + str(self)
+        return NotImplemented
+
+
 def _arguments_object(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
+            arguments = json.loads(arguments)
         except ValueError:
             return arguments
-    return arguments
+    return JsonArguments(arguments) if isinstance(arguments, dict) else arguments
 
 
 def history_for_template(messages: list[dict[str, Any]], renders_tools: bool) -> list[dict[str, Any]]:
     """Earlier tool calls made renderable (a new list; the input is not changed).
 
     Templates that render tools (Qwen, Llama) write ``function.arguments`` with ``tojson``: OpenAI's JSON *string*
-    would come out encoded twice, so it is given to them as the object it encodes. A template that knows nothing of
+    would come out encoded twice, so it is given to them as the object it encodes (a :class:`JsonArguments`, which
+    the templates that concatenate or print it see as the JSON text). A template that knows nothing of
     tools would print an assistant call as an empty message: the call is written into its content as the JSON the
     model is asked to produce.
     """

@@ -232,6 +232,8 @@ class ModelCard(ResponseBody):
     abilities: list[str] = Field(description="model_ability, plus tools and reasoning where the platform parses them")
     context_length: int | None = Field(description="tokens one request may use on the running model")
     model_context_length: int | None = None
+    max_tokens: int | None = Field(default=None, description="embedding and rerank models: the longest input read")
+    dimensions: int | None = Field(default=None, description="embedding models: the size of a vector")
     model_engine: str
     engine: str | None = None
     status: str
