@@ -3,8 +3,8 @@
 
 Both import ``xinference.client.RESTfulClient`` first and fall back to the official ``xinference_client`` package
 when that import fails. Each test runs twice: once with the fallback forced, once through this package's own
-``xinference.client.RESTfulClient`` (Xinference's client API, see doc/client.md). The LLM class calls ``get_model(uid).generate(prompt,
-generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``); the embeddings class embeds one
+``xinference.client.RESTfulClient`` (Xinference's client API, see doc/client.md). The LLM class calls
+``get_model(uid).generate(prompt, generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``); the embeddings class embeds one
 text per ``POST /v1/embeddings``.
 """
 
@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     from langchain_community.llms import Xinference
 
 PROMPT = "Q: What is the capital of France? A:"
+
 
 @pytest.fixture(params=["xinference_client", "xinference.client"])
 def client_source(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
