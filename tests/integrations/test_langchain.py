@@ -4,8 +4,8 @@
 Both import ``xinference.client.RESTfulClient`` first and fall back to the official ``xinference_client`` package
 when that import fails. Each test runs twice: once with the fallback forced, once through this package's own
 ``xinference.client.RESTfulClient`` (Xinference's client API, see doc/client.md). The LLM class calls
-``get_model(uid).generate(prompt, generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``); the embeddings class embeds one
-text per ``POST /v1/embeddings``.
+``get_model(uid).generate(prompt, generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``);
+the embeddings class embeds one text per ``POST /v1/embeddings``.
 """
 
 from __future__ import annotations
