@@ -44,14 +44,30 @@ def _abort(server: LocalServer, request_id: str, **body: Any) -> httpx.Response:
 
 
 def _assert_engine_stopped(server: LocalServer) -> None:
-    """No slot busy and no token generated any more (the aborted request asked for 3,000)."""
+    """No slot busy, and the engine's count of generated tokens settles at once (the aborted request asked for
+    3,000, which the tiny model would take many seconds to write) and stays put."""
     deadline = time.monotonic() + 5
     while _engine(server, "xinference:engine_slots_busy") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _engine(server, "xinference:engine_slots_busy") == 0
-    before = _engine(server, "xinference:engine_generation_tokens")
+    last = _engine(server, "xinference:engine_generation_tokens")
+    while True:  # the engine reports a slot's tokens when it releases the slot: wait for that report
+        time.sleep(0.3)
+        now = _engine(server, "xinference:engine_generation_tokens")
+        if now == last:
+            break
+        assert time.monotonic() < deadline, "the engine kept generating after the abort"
+        last = now
     time.sleep(0.5)
-    assert _engine(server, "xinference:engine_generation_tokens") == before
+    assert _engine(server, "xinference:engine_generation_tokens") == last
+
+
+def _wait_busy(server: LocalServer) -> None:
+    """Until the engine runs a request (the one a thread just sent has reached it)."""
+    deadline = time.monotonic() + 20
+    while not _engine(server, "xinference:engine_slots_busy"):
+        assert time.monotonic() < deadline, "the request never reached the engine"
+        time.sleep(0.02)
 
 
 def _in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
@@ -90,9 +106,7 @@ def test_abort_a_stream(local_server: LocalServer) -> None:
 def test_abort_a_whole_response(local_server: LocalServer) -> None:
     url = f"{local_server.api}/chat/completions"
     thread, result = _in_thread(lambda: httpx.post(url, json={**LONG, "request_id": "w1"}, timeout=60))
-    deadline = time.monotonic() + 10
-    while not _engine(local_server, "xinference:engine_slots_busy") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_busy(local_server)
     assert _abort(local_server, "w1", block_duration=0).json() == {"msg": "DONE"}
     thread.join(30)
     response = result["value"]
@@ -129,9 +143,7 @@ def test_an_id_in_use_by_a_running_request_is_refused(local_server: LocalServer)
     url = f"{local_server.api}/chat/completions"
     thread, result = _in_thread(lambda: httpx.post(url, json={**LONG, "request_id": "dup"}, timeout=60))
     try:
-        deadline = time.monotonic() + 10
-        while not _engine(local_server, "xinference:engine_slots_busy") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _wait_busy(local_server)
         second = httpx.post(url, json={**LONG, "max_tokens": 2, "request_id": "dup"}, timeout=60)
         assert second.status_code == 400 and "already used" in second.json()["error"]["message"]
     finally:
@@ -148,7 +160,7 @@ def test_official_client_and_ours_abort(local_server: LocalServer) -> None:
             LONG["messages"], generate_config={"max_tokens": 3000, "ignore_eos": True, "request_id": "o1"}
         )
     )
-    time.sleep(0.5)
+    _wait_busy(local_server)
     assert official.abort_request(DEFAULT_MODEL, "o1", block_duration=0) == {"msg": "DONE"}
     thread.join(30)
     assert isinstance(result["error"], RuntimeError) and "aborted" in str(result["error"])
