@@ -21,6 +21,7 @@ from xinference import errors
         (errors.ModelNotFound, 404),
         (errors.ResponseNotFound, 404),
         (errors.ModelAlreadyExists, 409),
+        (errors.RequestAborted, 409),
         (errors.LaunchFailed, 500),
         (errors.EngineError, 500),
         (errors.ModelUnavailable, 503),

@@ -17,6 +17,7 @@ xoscar actor calls unchanged.
     ├── ModelNotFound                    404  not_found_error
     ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
     ├── ModelAlreadyExists               409  conflict_error
+    ├── RequestAborted                   409  conflict_error (code: request_aborted)
     ├── LaunchFailed                     500  launch_error
     ├── TooManyRequests                  429  rate_limit_error (Retry-After)
     ├── ModelUnavailable                 503  service_unavailable
@@ -45,6 +46,7 @@ __all__ = [
     "ModelNotFound",
     "ModelUnavailable",
     "ReplicaUnreachable",
+    "RequestAborted",
     "RequestInterrupted",
     "ResponseNotFound",
     "TooManyRequests",
@@ -150,6 +152,15 @@ class ModelAlreadyExists(XinferenceError):
     status_code = 409
     error_type = "conflict_error"
     code = "model_already_exists"
+
+
+class RequestAborted(XinferenceError):
+    """Raised when a request was aborted on demand (``POST /v1/models/{uid}/requests/{request_id}/abort``), or
+    arrived under a request id aborted moments before. 409, as Xinference answers a cancelled request."""
+
+    status_code = 409
+    error_type = "conflict_error"
+    code = "request_aborted"
 
 
 class LaunchFailed(XinferenceError):

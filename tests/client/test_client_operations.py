@@ -78,7 +78,7 @@ def test_launch_with_keep_alive_unload_load_and_metrics(client: Client) -> None:
 
         unloaded = client.unload_model(UID)
         assert unloaded["status"] == "unloaded" and unloaded["replicas"] == []
-        assert {m["model_uid"]: m["status"] for m in client.list_models()}[UID] == "unloaded"
+        assert client.list_models()[UID]["status"] == "unloaded"
         with pytest.raises(ClientError) as again:
             client.unload_model(UID)
         assert again.value.status_code == 400 and "unloaded" in again.value.message
@@ -87,7 +87,7 @@ def test_launch_with_keep_alive_unload_load_and_metrics(client: Client) -> None:
         assert loaded["status"] == "ready" and loaded["replicas"][0]["pid"] != pid
         assert loaded["keep_alive"] == "30m"  # the launch's options came back with it
         assert client.load_model(UID)["replicas"] == loaded["replicas"]  # a serving model is returned as it is
-        assert client.chat(UID, HI, max_tokens=2, temperature=0)["object"] == "chat.completion"
+        assert client.chat_completion(UID, HI, max_tokens=2, temperature=0)["object"] == "chat.completion"
 
         page = _samples(client.get_metrics())
         labels = {"model_name": UID, "engine": "llama.cpp"}

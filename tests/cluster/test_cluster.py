@@ -185,6 +185,13 @@ def test_scale_replicas_up_and_down_with_the_official_client(cluster: Cluster) -
     assert added["replica"] == 2
     info = cluster.get(f"/v1/models/{uid}")
     assert len({r["worker_address"] for r in info["replicas"]}) == 2  # the new replica went to the idle worker
+    from xinference.client import Client
+
+    with Client(cluster.endpoint) as ours:  # each worker lists the replica it runs (Xinference's workers shape)
+        hosted = {w["work-ip"]: set(w["models"]) for w in ours.get_workers_info()}
+        assert sorted(hosted.values(), key=sorted) == [{f"{uid}-0"}, {f"{uid}-1"}]
+        [instance] = ours.get_instance_info(model_uid=uid)
+        assert {r["worker_address"] for r in instance["replica_statuses"]} == set(hosted)
     assert all(cluster.chat().status_code == 200 for _ in range(4))
     assert client.terminate_model_replica(uid, 0) == 1
     assert [r["replica_uid"] for r in cluster.get(f"/v1/models/{uid}")["replicas"]] == [f"{uid}-1"]

@@ -63,7 +63,7 @@ def test_persisted_model_comes_back_after_a_restart(tmp_path: Path) -> None:
         deadline = time.monotonic() + 300
         with Client(server.endpoint) as client:
             while True:
-                models = {m["model_uid"]: m for m in client.list_models()}
+                models = client.list_models()
                 if models.get("kept", {}).get("status") == "ready":
                     break
                 assert time.monotonic() < deadline, f"kept did not come back: {models}\n{server.log()[-3000:]}"
@@ -71,7 +71,7 @@ def test_persisted_model_comes_back_after_a_restart(tmp_path: Path) -> None:
             assert "plain" not in models
             kept = models["kept"]
             assert kept["engine_config"]["n_ctx"] == 2048 and kept["keep_alive"] == "10m" and kept["autostart"]
-            reply = client.chat("kept", [{"role": "user", "content": "hi"}], max_tokens=3)
+            reply = client.chat_completion("kept", [{"role": "user", "content": "hi"}], max_tokens=3)
             assert reply["choices"][0]["message"]["role"] == "assistant"
             _cli(server, "terminate", "-u", "kept")  # on purpose: it must not come back
             history = {e["model_uid"]: e for e in client.get_launch_history()}

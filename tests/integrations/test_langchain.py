@@ -2,11 +2,10 @@
 ``langchain_community.embeddings.XinferenceEmbeddings``, pinned in constraints.txt), against the session's server.
 
 Both import ``xinference.client.RESTfulClient`` first and fall back to the official ``xinference_client`` package
-when that import fails. Each test runs twice: once with the fallback forced (what works whichever client this
-package has), once through this package's own ``xinference.client``, expected to fail until it has a
-``RESTfulClient`` (the lead flips the mark when that lands). The LLM class calls ``get_model(uid).generate(prompt,
-generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``); the embeddings class embeds one
-text per ``POST /v1/embeddings``.
+when that import fails. Each test runs twice: once with the fallback forced, once through this package's own
+``xinference.client.RESTfulClient`` (Xinference's client API, see doc/client.md). The LLM class calls
+``get_model(uid).generate(prompt, generate_config)``, i.e. ``POST /v1/completions`` (SSE with ``"stream": true``);
+the embeddings class embeds one text per ``POST /v1/embeddings``.
 """
 
 from __future__ import annotations
@@ -28,13 +27,8 @@ with warnings.catch_warnings():
 
 PROMPT = "Q: What is the capital of France? A:"
 
-OWN_CLIENT = pytest.param(
-    "xinference.client",
-    marks=pytest.mark.xfail(strict=True, reason="needs xinference.client.RESTfulClient (client branch)"),
-)
 
-
-@pytest.fixture(params=["xinference_client", OWN_CLIENT])
+@pytest.fixture(params=["xinference_client", "xinference.client"])
 def client_source(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which ``RESTfulClient`` LangChain's classes get: ``xinference_client`` hides this package's (the fallback
     path), ``xinference.client`` leaves the import as LangChain makes it."""

@@ -19,6 +19,7 @@ from xinference.api.admin import (
     logs,
     operations,
     registrations,
+    requests,
     ui,
 )
 from xinference.api.admin.models import router as models
@@ -53,6 +54,7 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     cluster.attach_router,  # health, auth probe, version, workers
     models.attach_router,  # launch, list, describe, scale, terminate
     chat.attach_router,  # OpenAI chat and text completions
+    requests.attach_router,  # abort a request by its request_id
     registrations.attach_router,  # custom models
     embeddings.attach_router,  # OpenAI embeddings
     rerank.attach_router,  # Jina / Cohere rerank

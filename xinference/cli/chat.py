@@ -39,7 +39,7 @@ def chat(model_uid: str, max_tokens: int | None, system: str | None, endpoint: s
         for line in _read_turns():
             history.append({"role": "user", "content": line})
             try:
-                reply = _stream_reply(client.chat(model_uid, history, stream=True, **params))
+                reply = _stream_reply(client.chat_completion(model_uid, history, stream=True, **params))
             except ClientError as exc:
                 if not _is_request_error(exc):
                     raise

@@ -33,7 +33,7 @@ def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint
     if model_name is None:
         raise click.UsageError("give -n MODEL, or a sub-command (list, install, uninstall)")
     with client_session(endpoint, api_key) as client:
-        table = client.query_engines(model_name, model_type)
+        table = client.query_engine_by_model_name(model_name, model_type)
     click.echo(
         format_table(["Engine", "Format", "Size", "Quantizations", "Hub", "Cannot run because"], _matrix_rows(table))
     )

@@ -30,7 +30,7 @@ def list_models(endpoint: str, api_key: str | None) -> None:
     """List the running models."""
     with client_session(endpoint, api_key) as client:
         models = client.list_models()
-    rows = [[model.get(key) for _, key in _LIST_COLUMNS] for model in models]
+    rows = [[model.get(key) for _, key in _LIST_COLUMNS] for model in models.values()]
     click.echo(format_table([title for title, _ in _LIST_COLUMNS], rows))
 
 

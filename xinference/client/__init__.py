@@ -1,7 +1,48 @@
-"""Python client of Xinference's REST API: :class:`Client` and its one error, :class:`ClientError`."""
+"""Python client of the REST API, with Xinference's names and shapes: :class:`Client` (``RESTfulClient``),
+:class:`AsyncClient` (``AsyncRESTfulClient``), the model handles ``get_model`` returns, and the one error
+:class:`ClientError` (a ``RuntimeError``, as Xinference's client raises)."""
 
 from __future__ import annotations
 
-from xinference.client.restful import DEFAULT_TIMEOUT, Client, ClientError
+from xinference.client.calls import Message, NGpu
+from xinference.client.errors import ClientError
+from xinference.client.restful.async_restful_client import (
+    AsyncClient,
+    AsyncRESTfulChatModelHandle,
+    AsyncRESTfulClient,
+    AsyncRESTfulEmbeddingModelHandle,
+    AsyncRESTfulGenerateModelHandle,
+    AsyncRESTfulModelHandle,
+    AsyncRESTfulRerankModelHandle,
+)
+from xinference.client.restful.restful_client import (
+    Client,
+    RESTfulChatModelHandle,
+    RESTfulClient,
+    RESTfulEmbeddingModelHandle,
+    RESTfulGenerateModelHandle,
+    RESTfulModelHandle,
+    RESTfulRerankModelHandle,
+)
+from xinference.client.transport import DEFAULT_TIMEOUT
 
-__all__ = ["DEFAULT_TIMEOUT", "Client", "ClientError"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AsyncClient",
+    "AsyncRESTfulChatModelHandle",
+    "AsyncRESTfulClient",
+    "AsyncRESTfulEmbeddingModelHandle",
+    "AsyncRESTfulGenerateModelHandle",
+    "AsyncRESTfulModelHandle",
+    "AsyncRESTfulRerankModelHandle",
+    "Client",
+    "ClientError",
+    "Message",
+    "NGpu",
+    "RESTfulChatModelHandle",
+    "RESTfulClient",
+    "RESTfulEmbeddingModelHandle",
+    "RESTfulGenerateModelHandle",
+    "RESTfulModelHandle",
+    "RESTfulRerankModelHandle",
+]

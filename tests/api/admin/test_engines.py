@@ -75,8 +75,8 @@ def test_official_client_query_engine_by_model_name(local_server: LocalServer) -
 
 def test_our_client_and_cli(local_server: LocalServer) -> None:
     with Client(local_server.endpoint) as client:
-        assert isinstance(client.query_engines(DEFAULT_MODEL)["llama.cpp"], list)
-        assert isinstance(client.query_engines(DEFAULT_MODEL, model_type=None)["llama.cpp"], list)
+        assert isinstance(client.query_engine_by_model_name(DEFAULT_MODEL)["llama.cpp"], list)
+        assert isinstance(client.query_engine_by_model_name(DEFAULT_MODEL, model_type=None)["llama.cpp"], list)
     result = CliRunner().invoke(
         main, ["engine", "-n", DEFAULT_MODEL, "-e", local_server.endpoint], catch_exceptions=False
     )

@@ -1,4 +1,5 @@
-"""Cluster-level routes: health, the auth probe, the version, the supervisor's address, workers and cluster info.
+"""Cluster-level routes: health, the auth probe, the version, the supervisor's address and info, workers and
+cluster info.
 
 The service reads what the app was started with (its API keys, the supervisor's address) and asks the supervisor
 the rest.
@@ -38,13 +39,36 @@ class ClusterService:
     def address(self) -> str:
         return self._address
 
+    def supervisor(self) -> dict[str, Any]:
+        """Xinference's ``GET /v1/supervisor``: the supervisor's internal (xoscar) address."""
+        return {"supervisor_ip": self._address}
+
     def _reached(self) -> SupervisorRef:
         if self._supervisor is None:  # the app runs without its lifespan (a test's client): nothing to reach
             raise ModelUnavailable("the supervisor is not reachable yet", retry_after=1.0)
         return self._supervisor
 
     async def workers(self) -> list[dict[str, Any]]:
-        return await self._reached().list_workers()
+        """Every worker (address, hardware, seconds since its heartbeat), plus Xinference's two fields:
+        ``work-ip`` (its address) and ``models`` (the replicas it runs, by replica uid)."""
+        supervisor = self._reached()
+        workers = await supervisor.list_workers()
+        models = await supervisor.list_models()
+        for worker in workers:
+            worker["work-ip"] = worker["address"]
+            worker["models"] = {
+                replica["replica_uid"]: {
+                    "model_uid": info.get("model_uid"),
+                    "model_name": info.get("model_name"),
+                    "model_type": info.get("model_type"),
+                    "model_engine": info.get("model_engine"),
+                    "address": replica.get("address"),
+                }
+                for info in models
+                for replica in info.get("replicas") or []
+                if replica.get("worker_address") == worker["address"]
+            }
+        return workers
 
     async def info(self) -> dict[str, Any]:
         return await self._reached().cluster_info()
@@ -81,6 +105,11 @@ async def cluster_version(request: Request) -> dict[str, Any]:
 @router.get("/v1/address")
 async def supervisor_address(request: Request) -> str:
     return _service(request).address()
+
+
+@router.get("/v1/supervisor")
+async def supervisor_info(request: Request) -> dict[str, Any]:
+    return _service(request).supervisor()
 
 
 @router.get("/v1/workers")

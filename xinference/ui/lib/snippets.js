@@ -29,10 +29,12 @@ export function chatSnippets(body, origin) {
     + `${pyKwargs(params, "    ")}\n)\n`
     + (params.stream ? `for chunk in response:\n    if chunk.choices:\n        print(chunk.choices[0].delta.content or "", end="")\n`
       : `print(response.choices[0].message.content)\n`);
+  const config = Object.keys(params).length ? `,\n    generate_config=${pyValue(params)},\n` : "\n";
   const client = `import os\nfrom xinference.client import Client\n\n`
     + `client = Client("${origin}", api_key=os.environ.get("XINFERENCE_API_KEY"))\n`
-    + `result = client.chat(\n    ${pyValue(model)},\n    ${messagesPy},\n${pyKwargs(params, "    ")}\n)\n`
-    + (params.stream ? `for chunk in result:\n    if chunk["choices"]:\n        print(chunk["choices"][0]["delta"].get("content") or "", end="")\n`
+    + `model = client.get_model(${pyValue(model)})\n`
+    + `result = model.chat(\n    ${messagesPy}${config})\n`
+    + (params.stream ? `for chunk in result:\n    if chunk["choices"]:\n        print(chunk["choices"][0]["delta"]["content"], end="")\n`
       : `print(result["choices"][0]["message"]["content"])\n`);
   return { curl, openai, client };
 }

@@ -44,6 +44,12 @@ async def list_models(request: Request) -> Response:
     return _json(await _service(request).list())
 
 
+@router.get("/v1/models/instances")
+async def instance_info(request: Request, model_name: str | None = None, model_uid: str | None = None) -> Response:
+    """Xinference's instance records (before ``/v1/models/{model_uid}``, which would take ``instances`` for a uid)."""
+    return _json(await _service(request).instances(model_name, model_uid))
+
+
 @router.get("/v1/models/{model_uid}", response_model=ModelCard)
 async def describe_model(model_uid: str, request: Request) -> Response:
     return _json(await _service(request).describe(model_uid))

@@ -7,6 +7,7 @@ Listed and described models keep OpenAI's list shape (``{"object": "list", "data
 
 from __future__ import annotations
 
+import builtins
 import logging
 from typing import Any
 
@@ -16,7 +17,18 @@ from xinference.core.refs import SupervisorRef
 from xinference.engines.memory import CONTEXT_OPTIONS
 from xinference.errors import InvalidRequest
 
-__all__ = ["ModelsService", "model_entry"]
+__all__ = ["ModelsService", "instance_entry", "model_entry"]
+
+#: Xinference's instance statuses (``LaunchStatus`` names) for this platform's model statuses
+_INSTANCE_STATUS = {
+    "launching": "CREATING",
+    "ready": "READY",
+    "degraded": "READY",
+    "unavailable": "ERROR",
+    "failed": "ERROR",
+    "unloading": "TERMINATING",
+    "unloaded": "TERMINATED",
+}
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +52,18 @@ class ModelsService:
         for entry in data:  # through this API process (the web UI's Running page shows it)
             entry["requests_in_flight"] = self._routes.in_flight(entry["model_uid"])
         return {"object": "list", "data": data}
+
+    async def instances(self, model_name: str | None, model_uid: str | None) -> builtins.list[dict[str, Any]]:
+        """Xinference's ``GET /v1/models/instances``: one record per model (filtered by name and/or uid), sorted by
+        uid; see :func:`instance_entry`."""
+        infos = await self._supervisor.list_models()
+        chosen = [
+            info
+            for info in infos
+            if (model_name is None or info.get("model_name") == model_name)
+            and (model_uid is None or info.get("model_uid") == model_uid)
+        ]
+        return [instance_entry(info) for info in sorted(chosen, key=lambda info: str(info.get("model_uid")))]
 
     async def describe(self, model_uid: str) -> dict[str, Any]:
         return model_entry(await self._supervisor.describe_model(model_uid))
@@ -107,3 +131,41 @@ def model_entry(info: dict[str, Any]) -> dict[str, Any]:
     entry["engine"] = info.get("model_engine")
     entry["status"] = info.get("status")
     return entry
+
+
+def instance_entry(info: dict[str, Any]) -> dict[str, Any]:
+    """A supervisor record in Xinference's ``InstanceInfo`` shape: ``model_name``, ``model_uid``,
+    ``model_version``, ``model_ability``, ``replica``, ``status`` (``CREATING``, ``READY``, ``ERROR``,
+    ``TERMINATING``, ``TERMINATED``; this platform's own status is ``model_status``), ``instance_created_ts``,
+    ``n_worker`` and ``replica_statuses`` (one per running replica)."""
+    status = str(info.get("status"))
+    created = int(info.get("created") or 0)
+    replicas: list[dict[str, Any]] = []
+    for replica in info.get("replicas") or []:
+        replica_uid = str(replica.get("replica_uid"))
+        index = replica_uid.rsplit("-", 1)[-1]
+        replicas.append(
+            {
+                "replica_id": int(index) if index.isdigit() else len(replicas),
+                "replica_model_uid": replica_uid,
+                "worker_address": replica.get("worker_address"),
+                "status": "READY",
+                "model_state": "ready",
+                "created_ts": created,
+                "error_message": None,
+                "replica_uid": replica_uid,
+                "gpu_idx": replica.get("gpu_indices") or None,
+            }
+        )
+    return {
+        "model_name": info.get("model_name"),
+        "model_uid": info.get("model_uid"),
+        "model_version": None,
+        "model_ability": list(info.get("model_ability") or []),
+        "replica": info.get("replica"),
+        "status": _INSTANCE_STATUS.get(status, status.upper()),
+        "model_status": status,
+        "instance_created_ts": created,
+        "n_worker": 1,
+        "replica_statuses": replicas,
+    }

@@ -65,6 +65,8 @@ class _SamplingRequest(OpenAIRequest):
     ignore_eos: bool | None = None
     # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
     keep_alive: str | int | float | None = None
+    # -- extension (Xinference): the id ``POST /v1/models/{uid}/requests/{request_id}/abort`` stops the request by
+    request_id: str | None = Field(default=None, min_length=1, max_length=256)
 
     @field_validator("stop")
     @classmethod

@@ -21,6 +21,7 @@ from xinference.api.errors import error_frame
 from xinference.api.gateway.admission import Ticket
 from xinference.api.gateway.keep_alive import note_keep_alive
 from xinference.api.gateway.pump import ReplicaPump
+from xinference.api.gateway.requests import RunningRequests
 from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
 from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
@@ -38,8 +39,10 @@ _NEEDS = {"chat": "chat", "completions": "generate"}
 class GenerationService:
     """Runs chat and text completions against the model actors found through the route table."""
 
-    def __init__(self, routes: RouteTable) -> None:
+    def __init__(self, routes: RouteTable, requests: RunningRequests | None = None) -> None:
         self._routes = routes
+        #: requests sent with a ``request_id``, which ``abort_request`` stops
+        self.requests = requests if requests is not None else RunningRequests()
         self._background: set[asyncio.Task[Any]] = set()
         #: one pump per replica address, made with the replica's first stream and kept while it is routed
         self._pumps: dict[str, ReplicaPump] = {}
@@ -49,9 +52,17 @@ class GenerationService:
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         params = body.to_engine_params()
-        if not body.stream:
-            return await self.complete(kind, body.model, params, body.keep_alive)
-        return self._relay(body.model, await self.open(kind, body.model, params, body.keep_alive))
+        # Registered before any work starts: an id aborted a moment ago is refused here.
+        entry = self.requests.start(body.model, body.request_id) if body.request_id is not None else None
+        try:
+            if not body.stream:
+                return await self.requests.run(entry, self.complete(kind, body.model, params, body.keep_alive))
+            batches = await self.open(kind, body.model, params, body.keep_alive)
+        except BaseException:
+            if entry is not None:
+                self.requests.finish(entry)
+            raise
+        return self._relay(body.model, self.requests.stream(entry, batches))
 
     async def route(self, model: str, kind: Kind) -> Route:
         """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
