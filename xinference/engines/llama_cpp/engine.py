@@ -102,6 +102,20 @@ _FORWARDED = (
 )
 
 
+def _role_chunk_content(chunk: dict[str, Any]) -> None:
+    """llama.cpp opens a chat stream with ``{"role": "assistant", "content": null}``; OpenAI and Xinference send
+    ``""`` there, and clients that concatenate ``delta["content"]`` (LlamaIndex, Dify's older code) break on null."""
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if (
+            isinstance(delta, dict)
+            and "role" in delta
+            and delta.get("content", "") is None
+            and not delta.get("tool_calls")
+        ):
+            delta["content"] = ""
+
+
 def error_from_llama(error: dict[str, Any]) -> XinferenceError:
     """Turn llama.cpp's error object into the platform's error class, with a message a user can act on."""
     message = str(error.get("message", "llama.cpp error"))
@@ -458,14 +472,20 @@ class LlamaCppEngine(Engine):
         pool, load = self._executor(), self._load
         assert load is not None
 
+        first = True
+
         def on_chunk(chunk: dict[str, Any]) -> bool:
             # Runs on the engine thread for every token: keep it tiny. Returning True stops the request.
+            nonlocal first
             if stream.cancelled:
                 return True
             if "error" in chunk:
                 stream.finish(error_from_llama(chunk["error"]))
                 return True
             chunk["model"] = uid
+            if first:
+                first = False
+                _role_chunk_content(chunk)
             timings = chunk.pop("timings", None)
             if timings is not None:  # the last chunk: draft figures of a speculative request
                 counters.note(timings)

@@ -111,3 +111,23 @@ def test_concurrent_streams_are_complete_and_independent(endpoint: str, model_ui
     # Four different prompts, four different answers: no stream received another one's tokens. (Greedy text is
     # not compared with a sequential run: llama.cpp's batched kernels may round differently.)
     assert len({text for text, *_ in results}) == 4
+
+
+def test_the_role_chunk_carries_empty_content_not_null(endpoint: str, model_uid: str) -> None:
+    # OpenAI and Xinference open a chat stream with {"role": "assistant", "content": ""}; clients that concatenate
+    # every delta's content (LlamaIndex, older Dify) break on null, which llama.cpp's own server sends
+    body = {"model": model_uid, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": True}
+    first = _first_chunk(endpoint, body)
+    delta = first["choices"][0]["delta"]
+    assert delta["role"] == "assistant" and delta["content"] == ""
+
+
+def _first_chunk(endpoint: str, body: dict) -> dict:
+    with httpx.Client(timeout=60) as client:
+        with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as resp:
+            assert resp.status_code == 200
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    chunk: dict = json.loads(line[6:])
+                    return chunk
+    raise AssertionError("the stream sent no chunk")
