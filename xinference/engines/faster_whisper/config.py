@@ -6,7 +6,6 @@ unknown names are a 400.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,9 +72,11 @@ class FasterWhisperConfig(BaseModel):
         )
 
 
-@dataclass(frozen=True)
-class ResolvedFasterWhisperConfig:
-    """The launch options with every default settled for this worker."""
+class ResolvedFasterWhisperConfig(BaseModel):
+    """The launch options with every default settled for this worker (shown by ``describe`` as the engine's
+    config)."""
+
+    model_config = ConfigDict(frozen=True)
 
     device: str
     compute_type: str
