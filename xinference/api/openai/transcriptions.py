@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import math
 from typing import Any, AsyncIterator, Literal
@@ -29,7 +30,7 @@ from xinference.api.openai.audio_files import check_upload, decode_audio, max_up
 from xinference.api.openai.embeddings import check_model_type
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.api.sse import encode_frames
-from xinference.errors import EngineError, InvalidRequest, RequestTooLarge, XinferenceError
+from xinference.errors import EngineError, InvalidRequest, ModelUnavailable, RequestTooLarge, XinferenceError
 
 __all__ = [
     "TranscriptionForm",
@@ -160,6 +161,10 @@ async def read_form(request: Request, task: str) -> tuple[TranscriptionForm, byt
         raise RequestTooLarge(
             f"the request is {int(length) / 1024**2:.1f} MiB; audio files are limited to {limit / 1024**2:.0f} MiB",
             param="file",
+        )
+    if importlib.util.find_spec("python_multipart") is None:
+        raise ModelUnavailable(
+            "reading uploads needs python-multipart on the API server: pip install 'xinference[audio]'"
         )
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise InvalidRequest("send the audio as multipart/form-data with a 'file' part", param="file")

@@ -51,7 +51,9 @@ class FasterWhisperConfig(BaseModel):
         description="cut silence with Silero VAD and transcribe the speech chunks; auto: for audio longer than "
         "vad_min_seconds",
     )
-    vad_min_seconds: float = Field(default=30.0, ge=0.0, description="with vad_filter=auto: the length that turns it on")
+    vad_min_seconds: float = Field(
+        default=30.0, ge=0.0, description="with vad_filter=auto: the length that turns it on"
+    )
 
     def resolve(self, cpu_count: int, gpu: bool) -> ResolvedFasterWhisperConfig:
         """The settings the model loads with on a worker with ``cpu_count`` usable cores (and a CUDA GPU or not)."""

@@ -140,7 +140,9 @@ class FasterWhisperEngine(Engine):
         )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local: the hub is never asked
         logger.info("loading %s with faster-whisper: %s", self.model_uid, resolved)
-        self._pool = ThreadPoolExecutor(max_workers=resolved.num_workers, thread_name_prefix=f"whisper-{self.model_uid}")
+        self._pool = ThreadPoolExecutor(
+            max_workers=resolved.num_workers, thread_name_prefix=f"whisper-{self.model_uid}"
+        )
         loop = asyncio.get_running_loop()
         try:
             self._model = await loop.run_in_executor(self._pool, self._load_model, resolved)
@@ -178,7 +180,8 @@ class FasterWhisperEngine(Engine):
     async def translate(self, request: dict[str, Any]) -> dict[str, Any]:
         if not self._multilingual:
             raise InvalidRequest(
-                f"model {self.model_uid!r} is English-only; translating needs a multilingual model (whisper-small, ...)",
+                f"model {self.model_uid!r} is English-only; translating needs a multilingual model "
+                "(whisper-small, ...)",
                 param="model",
             )
         return await self._whole(request, "translate")
@@ -191,9 +194,11 @@ class FasterWhisperEngine(Engine):
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(pool, self._produce, audio, options, stream)
         future.add_done_callback(
-            lambda f: stream.finish(EngineError("the transcription was dropped: the model is unloading"))
-            if f.cancelled()
-            else None
+            lambda f: (
+                stream.finish(EngineError("the transcription was dropped: the model is unloading"))
+                if f.cancelled()
+                else None
+            )
         )
         return stream
 
@@ -259,9 +264,7 @@ class FasterWhisperEngine(Engine):
                     if stream.cancelled:
                         return
                     texts.append(segment.text)
-                    stream.push(
-                        {"type": "segment", "text": segment.text, "start": segment.start, "end": segment.end}
-                    )
+                    stream.push({"type": "segment", "text": segment.text, "start": segment.start, "end": segment.end})
                 stream.push(
                     {
                         "type": "done",
