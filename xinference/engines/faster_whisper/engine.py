@@ -6,6 +6,11 @@ parallel, one per worker); further requests wait in the pool's queue, inside the
 queue of its own. Long audio (longer than ``vad_min_seconds``, 30 s by default) is cut into speech chunks by
 faster-whisper's Silero VAD (``vad_filter``), so silences are skipped and no window straddles a pause.
 
+Pytorch checkpoints (``openai/whisper-*``, a fine-tune saved by Transformers) are converted once with CTranslate2's
+own converter (``TransformersConverter``, which needs transformers and torch) into
+``XINFERENCE_HOME/cache/ctranslate2/<hash of the weights' folder>/``, stored as float16; later launches load that
+conversion directly. So one engine serves both the ``ctranslate2`` and the ``pytorch`` specs of the catalog.
+
 Audio reaches the engine already decoded by the API (float32 mono samples at 16 kHz), so a file that is not audio
 is refused there with a 400 and never reaches the model process.
 """
@@ -14,8 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import importlib.util
 import logging
 import os
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
@@ -36,6 +45,8 @@ logger = logging.getLogger(__name__)
 _INSTALL_HINT = "pip install 'xinference[audio]'"
 #: Samples per second of the audio the engine takes (Whisper's own rate).
 SAMPLE_RATE = 16_000
+#: Files of a Transformers checkpoint that faster-whisper reads beside the converted weights (tokenizer, features)
+_COPIED_FILES = ("tokenizer.json", "preprocessor_config.json")
 #: Runtime memory besides the weights: CTranslate2's buffers, the decoder's cache per worker, the VAD model.
 _OVERHEAD_BYTES = 300 * 1024**2
 
@@ -74,7 +85,7 @@ class FasterWhisperEngine(Engine):
 
     name: ClassVar[str] = "faster_whisper"
     model_types: ClassVar[frozenset[str]] = frozenset({"audio"})
-    model_formats: ClassVar[frozenset[str]] = frozenset({"ctranslate2"})
+    model_formats: ClassVar[frozenset[str]] = frozenset({"ctranslate2", "pytorch"})
     config_class = FasterWhisperConfig
 
     def __init__(self, **kwargs: Any) -> None:
@@ -97,6 +108,13 @@ class FasterWhisperEngine(Engine):
             return verdict
         if "audio2text" not in family.model_ability:
             return Verdict.reject(f"{cls.name} serves speech-to-text (audio2text) models only")
+        if spec.model_format == "pytorch":
+            for module, distribution in (("transformers", "transformers"), ("torch", "torch")):
+                if importlib.util.find_spec(module) is None:
+                    return Verdict.reject(
+                        f"{cls.name} converts pytorch Whisper checkpoints to CTranslate2 with {distribution}, which "
+                        "is not installed (pip install 'xinference[transformers]'); or launch the ctranslate2 spec"
+                    )
         return Verdict.ok()
 
     @classmethod
@@ -158,14 +176,37 @@ class FasterWhisperEngine(Engine):
     def _load_model(self, resolved: ResolvedFasterWhisperConfig) -> Any:
         from faster_whisper import WhisperModel
 
+        path = self.model_path if self.spec.model_format == "ctranslate2" else self._converted()
         return WhisperModel(
-            self.model_path,
+            path,
             device=resolved.device,
             compute_type=resolved.compute_type,
             cpu_threads=resolved.cpu_threads,
             num_workers=resolved.num_workers,
             local_files_only=True,
         )
+
+    def _converted(self) -> str:
+        """The CTranslate2 conversion of the pytorch checkpoint at ``model_path``, made on first use (on the pool's
+        thread: it loads the checkpoint with torch, seconds for tiny, minutes for large)."""
+        from ctranslate2.converters import TransformersConverter
+
+        from xinference import settings
+
+        key = hashlib.sha256(os.path.realpath(self.model_path).encode()).hexdigest()[:16]
+        target = settings.cache_dir() / "ctranslate2" / key
+        if (target / "model.bin").is_file():
+            return str(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        copy = [name for name in _COPIED_FILES if os.path.isfile(os.path.join(self.model_path, name))]
+        logger.info("converting %s to CTranslate2 (float16) into %s", self.model_path, target)
+        staging = tempfile.mkdtemp(dir=target.parent, prefix=".convert-")
+        try:
+            TransformersConverter(self.model_path, copy_files=copy).convert(staging, quantization="float16", force=True)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return str(target)
 
     async def unload(self) -> None:
         self._model = None
