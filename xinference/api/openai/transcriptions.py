@@ -241,6 +241,7 @@ class TranscriptionService:
             raise
         stream_id, batch, done = opened
         ticket.streamed = True
+        replica.outstanding += 1  # the replica counts as busier while the stream lasts (least-busy routing)
 
         async def frames() -> AsyncIterator[bytes]:
             finished = done
@@ -261,6 +262,7 @@ class TranscriptionService:
                 yield error_frame(EngineError(f"the stream failed: {type(exc).__name__}"))
             finally:
                 ticket.leave()
+                replica.outstanding -= 1
                 if not finished:  # the client left: free the engine's worker
                     with contextlib.suppress(Exception):
                         await asyncio.shield(replica.ref.abort(stream_id))
