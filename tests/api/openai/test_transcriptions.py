@@ -166,6 +166,25 @@ def test_upload_over_the_limit_is_413(tmp_path_factory: pytest.TempPathFactory, 
         big = _post(server, "whisper-tiny.en", "speech.wav", wav.read_bytes())
         assert big.status_code == 413 and "limit" in big.json()["error"]["message"], big.text
         assert big.json()["error"]["code"] == "request_too_large"
+        # sent chunked (no Content-Length): the file is measured as it is read
+        boundary = "audio-test-boundary"
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-tiny.en\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="speech.wav"\r\n'
+                "Content-Type: audio/wav\r\n\r\n"
+            ).encode()
+            + wav.read_bytes()
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        chunked = httpx.post(
+            f"{server.api}/audio/transcriptions",
+            content=iter([body[:1000], body[1000:]]),
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+            timeout=60,
+        )
+        assert "content-length" not in {k.lower() for k in chunked.request.headers}
+        assert chunked.status_code == 413, chunked.text
     finally:
         server.stop_and_reap()
 

@@ -110,7 +110,7 @@ def _clock(seconds: float, separator: str) -> str:
 
 
 def format_srt(segments: list[dict[str, Any]]) -> str:
-    """SubRip: numbered cues ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, a blank line after each."""
+    """SubRip: numbered cues ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, a blank line after each (the last too)."""
     cues = [
         f"{n}\n{_clock(s['start'], ',')} --> {_clock(s['end'], ',')}\n{s['text'].strip()}\n"
         for n, s in enumerate(segments, start=1)
@@ -119,9 +119,9 @@ def format_srt(segments: list[dict[str, Any]]) -> str:
 
 
 def format_vtt(segments: list[dict[str, Any]]) -> str:
-    """WebVTT: the ``WEBVTT`` header, then cues ``HH:MM:SS.mmm --> HH:MM:SS.mmm``."""
+    """WebVTT: the ``WEBVTT`` header, then cues ``HH:MM:SS.mmm --> HH:MM:SS.mmm``, a blank line after each."""
     cues = [f"{_clock(s['start'], '.')} --> {_clock(s['end'], '.')}\n{s['text'].strip()}\n" for s in segments]
-    return "WEBVTT\n\n" + "\n".join(cues)
+    return "WEBVTT\n\n" + "\n".join(cues) + ("\n" if cues else "")
 
 
 def _usage(duration: float) -> dict[str, Any]:
