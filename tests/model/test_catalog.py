@@ -89,13 +89,19 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 #: as Xinference writes it both ways and launches match quantizations ignoring case; MLX: bits).
 _QUANTIZATION = {
     "pytorch": re.compile(r"^none$"),
+    "ctranslate2": re.compile(r"^none$"),  # the compute type (int8, float16) is a launch option
     "ggufv2": re.compile(r"^(?:UD-|i1-)?(?:[IT]?Q[1-8](?:_[0-9A-Z]+)*|BF16|F16|FP16|F32|MXFP4(?:_MOE)?)$", re.I),
     "awq": re.compile(r"^Int[2-8](?:-[A-Za-z0-9-]+)?$"),
     "gptq": re.compile(r"^Int[2-8](?:-[A-Za-z0-9-]+)?$"),
     "fp8": re.compile(r"^FP8$", re.I),
     "mlx": re.compile(r"^(?:[2-8]bit(?:-[A-Za-z0-9]+)?|bf16|fp16|mxfp4|mxfp8|nvfp4)$"),
 }
-_ABILITY_OF_TYPE = {"LLM": {"chat", "generate"}, "embedding": {"embed"}, "rerank": {"rerank"}}
+_ABILITY_OF_TYPE = {
+    "LLM": {"chat", "generate"},
+    "embedding": {"embed"},
+    "rerank": {"rerank"},
+    "audio": {"audio2text", "text2audio"},
+}
 
 _ALL_ENGINES = {name: "" for name in ENGINE_ORDER}
 #: The matcher's two profiles, every engine library reported installed: what is checked is that some engine fits
@@ -244,6 +250,11 @@ def type_problems(family: ModelFamily) -> list[str]:
             problems.append(f"{name}: LLMs need context_length")
         if abilities & {"embed", "rerank"} or family.dimensions is not None:
             problems.append(f"{name}: an LLM with embedding/rerank facts")
+    elif kind == "audio":
+        if family.tool_call_format is not None or family.chat_template is not None or family.dimensions is not None:
+            problems.append(f"{name}: an audio model with chat or embedding facts")
+        if "audio2text" in abilities and family.multilingual is None:
+            problems.append(f"{name}: speech-to-text models say whether they are multilingual (translations)")
     else:
         if not family.max_tokens:
             problems.append(f"{name}: {kind} models need max_tokens")
