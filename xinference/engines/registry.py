@@ -44,6 +44,8 @@ _ENGINES: dict[str, str] = {
     "Transformers": "xinference.engines.transformers.engine:TransformersEngine",
     "MLX": "xinference.engines.mlx.engine:MLXEngine",
     "sentence_transformers": "xinference.engines.sentence_transformers.engine:SentenceTransformersEngine",
+    "piper": "xinference.engines.piper.engine:PiperEngine",
+    "hibari": "xinference.engines.hibari.engine:HibariEngine",
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)

@@ -26,9 +26,9 @@ __all__ = [
     "validate_model_name",
 ]
 
-ModelType = Literal["LLM", "embedding", "rerank"]
-Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank"]
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx"]
+ModelType = Literal["LLM", "embedding", "rerank", "audio"]
+Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "onnx"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
