@@ -41,6 +41,7 @@ class PiperEngine(SpeechEngine):
 
     name: ClassVar[str] = "piper"
     architecture: ClassVar[str] = "PiperVoice"
+    explains_unserved: ClassVar[bool] = True
 
     _voice: Any = None
     _config: dict[str, Any]

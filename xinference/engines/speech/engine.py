@@ -64,6 +64,9 @@ class SpeechEngine(Engine):
     config_class = SpeechConfig
     #: the ``architectures`` entry of the catalog families this engine runs
     architecture: ClassVar[str]
+    #: whether this engine's rejection of a model no engine here runs says why (:mod:`.unserved`); one engine
+    #: does, so that a launch's list of reasons says it once
+    explains_unserved: ClassVar[bool] = False
 
     _pool: ThreadPoolExecutor | None = None
     _loaded: bool = False
@@ -73,7 +76,7 @@ class SpeechEngine(Engine):
         from xinference.engines.speech.unserved import UNSERVED_TTS
 
         for architecture in family.architectures:
-            if family.model_type == "audio" and architecture in UNSERVED_TTS:
+            if cls.explains_unserved and family.model_type == "audio" and architecture in UNSERVED_TTS:
                 return Verdict.reject(UNSERVED_TTS[architecture])
         verdict = super().match(family, spec, hardware)
         if not verdict:
