@@ -365,7 +365,7 @@ class ModelActor(xo.StatelessActor):
         return await asyncio.to_thread(self._ready().stats)
 
     async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
-        """Start a streamed ``chat``, ``completions`` or ``speech`` request; returns (stream id, first chunks, done).
+        """Start a streamed ``chat`` or ``completions`` request; returns (stream id, first chunks, done).
 
         Errors that happen before the first chunk (a prompt too long, a bad parameter) are raised here, so the API
         can still answer with a proper status code.

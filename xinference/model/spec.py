@@ -28,7 +28,7 @@ __all__ = [
 
 ModelType = Literal["LLM", "embedding", "rerank", "audio"]
 Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "onnx"]
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
