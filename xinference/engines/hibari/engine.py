@@ -54,8 +54,9 @@ class HibariEngine(SpeechEngine):
         if not available:
             raise FileNotFoundError("hibari has no voice file on this machine (its default voice ships in the wheel)")
         # The model path is the default voice's file; the launch loads it, and other present voices on first use.
-        self._models = {available[0]["id"]: Hibari(voice=available[0]["id"], model=self.model_path,
-                                                   threads=self.config.threads)}
+        self._models = {
+            available[0]["id"]: Hibari(voice=available[0]["id"], model=self.model_path, threads=self.config.threads)
+        }
         self._available = available
         self._hibari = Hibari
 

