@@ -182,3 +182,15 @@ def test_client_leaving_mid_stream_frees_the_model(local_server: LocalServer, vo
         f"{local_server.api}/audio/speech", json={"model": PIPER, "input": "Next.", "stream": False}, timeout=30
     )
     assert ok.status_code == 200 and time.perf_counter() - start < 5
+
+
+def test_registrations_and_engine_matrix_list_the_voices(local_server: LocalServer) -> None:
+    listed = httpx.get(f"{local_server.api}/model_registrations/audio", timeout=30)
+    assert listed.status_code == 200, listed.text
+    names = {entry["model_name"] for entry in listed.json()}
+    assert {PIPER, HIBARI, "Kokoro-82M", "ChatTTS", "CosyVoice2-0.5B", "F5-TTS"} <= names
+    joe = httpx.get(f"{local_server.api}/engines/audio/{PIPER}", timeout=30).json()
+    assert joe["piper"][0]["model_format"] == "onnx" and joe["piper"][0]["model_hub"] == "bundled"
+    assert "runs Hibari voices only" in joe["hibari"]
+    kokoro = httpx.get(f"{local_server.api}/engines/audio/Kokoro-82M", timeout=30).json()
+    assert "kokoro engine" in kokoro["piper"] and "fetches" in kokoro["piper"]
