@@ -74,7 +74,10 @@ class PiperEngine(SpeechEngine):
         speakers = self._config.get("speaker_id_map") or {}
         if speakers:
             return [{"id": name, "name": name, "language": language, "quality": quality} for name in speakers]
-        dataset = str(self._config.get("dataset") or os.path.basename(self.model_path).split("-")[1:2][0])
+        # Piper names its files <language>-<dataset>-<quality>.onnx; the config's "dataset" says it directly
+        stem = os.path.basename(piper_voice_file(self.model_path)).removesuffix(".onnx")
+        parts = stem.split("-")
+        dataset = str(self._config.get("dataset") or (parts[1] if len(parts) == 3 else stem))
         return [{"id": dataset, "name": dataset, "language": language, "quality": quality}]
 
     def _sample_rate(self, voice: str) -> int:
