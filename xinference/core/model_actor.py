@@ -344,6 +344,12 @@ class ModelActor(xo.StatelessActor):
     async def translate(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._whole(lambda engine: engine.translate(request))
 
+    async def speech(self, request: dict[str, Any]) -> bytes:
+        return await self._whole(lambda engine: engine.speech(request))
+
+    async def voices(self) -> list[dict[str, Any]]:
+        return await self._whole(lambda engine: engine.voices())
+
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""
         return await self._whole(lambda engine: engine.count_tokens(request))
@@ -378,6 +384,8 @@ class ModelActor(xo.StatelessActor):
             stream = await engine.completions_stream(request)
         elif kind == "transcriptions":
             stream = await engine.transcribe_stream(request)
+        elif kind == "speech":
+            stream = await engine.speech_stream(request)
         else:
             raise WrongModelType(f"unknown stream kind {kind!r}")
         if self._stopping is not None:  # stopped while the engine took the request

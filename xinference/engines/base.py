@@ -405,6 +405,20 @@ class Engine(abc.ABC):
         "duration"}``."""
         raise self._unsupported("transcribe audio")
 
+    async def speech(self, request: dict[str, Any]) -> bytes:
+        """The whole audio file speaking ``request["input"]`` (OpenAI's ``/v1/audio/speech`` fields: ``voice``,
+        ``response_format``, ``speed``, ``instructions``). Engines of text-to-speech models override this."""
+        raise self._unsupported("speak text")
+
+    async def speech_stream(self, request: dict[str, Any]) -> ChunkStream:
+        """Start a streamed synthesis of ``request``; chunks are ``{"audio": bytes}`` in play order, each sent as
+        soon as a piece (a sentence) is encoded."""
+        raise self._unsupported("speak text")
+
+    async def voices(self) -> list[dict[str, Any]]:
+        """The voices a text-to-speech model offers, its default first: ``{"id", "name", "language", ...}``."""
+        raise self._unsupported("list voices")
+
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """How many tokens the prompt of chat ``request`` (messages, tools, template kwargs) takes once the model's
         chat template has rendered it: what a chat call would report as ``prompt_tokens``, without generating.

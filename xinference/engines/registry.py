@@ -49,6 +49,8 @@ _ENGINES: dict[str, str] = {
     "MLX": "xinference.engines.mlx.engine:MLXEngine",
     "sentence_transformers": "xinference.engines.sentence_transformers.engine:SentenceTransformersEngine",
     "faster_whisper": "xinference.engines.faster_whisper.engine:FasterWhisperEngine",
+    "piper": "xinference.engines.piper.engine:PiperEngine",
+    "hibari": "xinference.engines.hibari.engine:HibariEngine",
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)

@@ -28,8 +28,9 @@ __all__ = [
 
 ModelType = Literal["LLM", "embedding", "rerank", "audio"]
 Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
-#: ``ctranslate2``: a model converted for CTranslate2 (``model.bin`` + ``config.json``), what faster-whisper loads
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2"]
+#: ``ctranslate2``: a model converted for CTranslate2 (``model.bin`` + ``config.json``), what faster-whisper loads;
+#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.

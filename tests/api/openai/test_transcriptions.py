@@ -1,6 +1,6 @@
 """``/v1/audio/transcriptions`` and ``/v1/audio/translations`` on the shared server with the bundled whisper-tiny.en,
-through the ``openai`` SDK, on real speech (espeak-ng) in several containers; every response format, streaming,
-and the bad inputs that must be 4xx while the model keeps serving."""
+through the ``openai`` SDK, on real speech (the bundled piper voice) in several containers; every response format,
+streaming, and the bad inputs that must be 4xx while the model keeps serving."""
 
 from __future__ import annotations
 
