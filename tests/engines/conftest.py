@@ -22,6 +22,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_gpu_engines",
         "test_envs",
         "test_transformers_prefill_failure",
+        "test_tts_engines",
     }
 )
 

@@ -13,7 +13,8 @@ import pytest
 from tests.machines import linux
 from xinference.engines.matcher import choose_engine
 from xinference.engines.registry import ENGINE_ORDER
-from xinference.errors import LaunchFailed
+from xinference.engines.speech.unserved import UNSERVED_TTS
+from xinference.errors import EngineRejected, LaunchFailed
 from xinference.hardware import HardwareInfo
 from xinference.model.download import bundled_path
 from xinference.model.parsers.registry import TOOL_CALL_FORMATS
@@ -89,13 +90,20 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 #: as Xinference writes it both ways and launches match quantizations ignoring case; MLX: bits).
 _QUANTIZATION = {
     "pytorch": re.compile(r"^none$"),
+    "ctranslate2": re.compile(r"^none$"),  # the compute type (int8, float16) is a launch option
     "ggufv2": re.compile(r"^(?:UD-|i1-)?(?:[IT]?Q[1-8](?:_[0-9A-Z]+)*|BF16|F16|FP16|F32|MXFP4(?:_MOE)?)$", re.I),
     "awq": re.compile(r"^Int[2-8](?:-[A-Za-z0-9-]+)?$"),
     "gptq": re.compile(r"^Int[2-8](?:-[A-Za-z0-9-]+)?$"),
     "fp8": re.compile(r"^FP8$", re.I),
     "mlx": re.compile(r"^(?:[2-8]bit(?:-[A-Za-z0-9]+)?|bf16|fp16|mxfp4|mxfp8|nvfp4)$"),
+    "onnx": re.compile(r"^none$"),
 }
-_ABILITY_OF_TYPE = {"LLM": {"chat", "generate"}, "embedding": {"embed"}, "rerank": {"rerank"}}
+_ABILITY_OF_TYPE = {
+    "LLM": {"chat", "generate"},
+    "embedding": {"embed"},
+    "rerank": {"rerank"},
+    "audio": {"audio2text", "text2audio"},
+}
 
 _ALL_ENGINES = {name: "" for name in ENGINE_ORDER}
 #: The matcher's two profiles, every engine library reported installed: what is checked is that some engine fits
@@ -220,8 +228,9 @@ def spec_problems(family: ModelFamily) -> list[str]:
         if spec.model_format == "ggufv2" and spec.bundled is None and spec.model_uri is None:
             if not template or "{quantization}" not in template or not template.endswith(".gguf"):
                 problems.append(f"{where}: GGUF file template {template!r} needs {{quantization}} and .gguf")
-        elif template is not None and spec.model_format != "ggufv2":
-            problems.append(f"{where}: only GGUF specs name a file")
+        elif template is not None and spec.model_format not in ("ggufv2", "onnx"):
+            # an ONNX voice names its file in a repository of many voices (rhasspy/piper-voices)
+            problems.append(f"{where}: only GGUF and ONNX-voice specs name a file")
         for quant in quants:
             # a launch picks (format, size, quantization): two specs offering the same one make one unreachable
             key = (spec.model_format, spec.size, quant.lower())
@@ -244,8 +253,13 @@ def type_problems(family: ModelFamily) -> list[str]:
             problems.append(f"{name}: LLMs need context_length")
         if abilities & {"embed", "rerank"} or family.dimensions is not None:
             problems.append(f"{name}: an LLM with embedding/rerank facts")
+    elif kind == "audio":
+        if family.tool_call_format is not None or family.chat_template is not None or family.dimensions is not None:
+            problems.append(f"{name}: an audio model with chat or embedding facts")
+        if "audio2text" in abilities and family.multilingual is None:
+            problems.append(f"{name}: speech-to-text models say whether they are multilingual (translations)")
     else:
-        if not family.max_tokens:
+        if kind in ("embedding", "rerank") and not family.max_tokens:
             problems.append(f"{name}: {kind} models need max_tokens")
         if not family.architectures:
             problems.append(f"{name}: the engines read architectures to decide how to serve it")
@@ -336,8 +350,17 @@ def test_the_checks_catch_bad_entries(entry: dict[str, object], problem: str) ->
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.model_name)
 def test_the_matcher_picks_an_engine(family: ModelFamily, profile: str) -> None:
     hardware: HardwareInfo = PROFILES[profile]
+    if _unserved(family):
+        # listed because users name them; no engine here runs them, and the launch says why (see below)
+        with pytest.raises(EngineRejected, match="PyTorch text-to-speech engine"):
+            choose_engine(None, ModelRegistry.choices(family), hardware)
+        return
     found = choose_engine(None, ModelRegistry.choices(family), hardware)  # EngineRejected lists every reason
     assert found.ok and found.accepted, f"{family.model_name} on {profile}"
+
+
+def _unserved(family: ModelFamily) -> bool:
+    return family.model_type == "audio" and any(arch in UNSERVED_TTS for arch in family.architectures)
 
 
 # -- the catalog as a whole --------------------------------------------------------------------------------------

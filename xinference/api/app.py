@@ -34,7 +34,7 @@ from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
-from xinference.api.openai import embeddings, rerank
+from xinference.api.openai import embeddings, rerank, speech, transcriptions
 from xinference.api.openai.chat import router as chat
 from xinference.api.openai.chat.serving import GenerationService
 from xinference.api.openai.embeddings import EmbeddingService
@@ -42,6 +42,8 @@ from xinference.api.openai.rerank import RerankService
 from xinference.api.openai.responses import router as responses
 from xinference.api.openai.responses.serving import ResponsesService
 from xinference.api.openai.responses.store import ResponseStore
+from xinference.api.openai.speech import SpeechService
+from xinference.api.openai.transcriptions import TranscriptionService
 from xinference.core.refs import SupervisorRef, supervisor_ref
 
 __all__ = ["ROUTERS", "create_app"]
@@ -58,6 +60,8 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     registrations.attach_router,  # custom models
     embeddings.attach_router,  # OpenAI embeddings
     rerank.attach_router,  # Jina / Cohere rerank
+    transcriptions.attach_router,  # OpenAI audio transcriptions and translations (speech to text)
+    speech.attach_router,  # OpenAI text to speech, a TTS model's voices
     cache.attach_router,  # downloaded weights
     envs.attach_router,  # engine environments (before the engine matrix)
     engines.attach_router,  # the engine matrix
@@ -93,6 +97,8 @@ def create_app(
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
+        app.state.transcriptions = TranscriptionService(routes)
+        app.state.speech = SpeechService(routes)
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
         app.state.messages = MessagesService(app.state.generation, routes)
         max_items, ttl = settings.responses_store_limits()

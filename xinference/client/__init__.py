@@ -8,6 +8,7 @@ from xinference.client.calls import Message, NGpu
 from xinference.client.errors import ClientError
 from xinference.client.restful.async_restful_client import (
     AsyncClient,
+    AsyncRESTfulAudioModelHandle,
     AsyncRESTfulChatModelHandle,
     AsyncRESTfulClient,
     AsyncRESTfulEmbeddingModelHandle,
@@ -17,6 +18,7 @@ from xinference.client.restful.async_restful_client import (
 )
 from xinference.client.restful.restful_client import (
     Client,
+    RESTfulAudioModelHandle,
     RESTfulChatModelHandle,
     RESTfulClient,
     RESTfulEmbeddingModelHandle,
@@ -29,6 +31,7 @@ from xinference.client.transport import DEFAULT_TIMEOUT
 __all__ = [
     "DEFAULT_TIMEOUT",
     "AsyncClient",
+    "AsyncRESTfulAudioModelHandle",
     "AsyncRESTfulChatModelHandle",
     "AsyncRESTfulClient",
     "AsyncRESTfulEmbeddingModelHandle",
@@ -39,6 +42,7 @@ __all__ = [
     "ClientError",
     "Message",
     "NGpu",
+    "RESTfulAudioModelHandle",
     "RESTfulChatModelHandle",
     "RESTfulClient",
     "RESTfulEmbeddingModelHandle",

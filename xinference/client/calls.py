@@ -54,6 +54,11 @@ class Call(Generic[T]):
     unbounded_read: bool = False
     text: bool = False
     each: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: a multipart form: its fields (``data``) and files (``files``, httpx's ``[(field, (name, bytes, type))]``)
+    data: Mapping[str, Any] | None = None
+    files: Sequence[tuple[str, tuple[str, bytes, str]]] | None = None
+    #: the answer is bytes (audio), given to ``parse`` as they are; streamed: an iterator of byte chunks
+    binary: bool = False
 
 
 def _uid(model_uid: str) -> str:
@@ -523,9 +528,119 @@ def handle_rerank(
     return Call("POST", "/v1/rerank", _dict, json=body)
 
 
+_TEXT_TRANSCRIPTS = ("text", "srt", "vtt")
+
+
+def _transcript_call(
+    path: str,
+    model_uid: str,
+    audio: bytes,
+    language: str | None,
+    prompt: str | None,
+    response_format: str | None,
+    temperature: float | None,
+    timestamp_granularities: list[str] | None,
+    kwargs: Mapping[str, Any],
+) -> Call[Any]:
+    form: dict[str, Any] = {
+        **{k: str(v) for k, v in kwargs.items()},
+        "model": model_uid,
+        **_some(language=language, prompt=prompt, response_format=response_format, temperature=temperature),
+    }
+    if timestamp_granularities:
+        form["timestamp_granularities[]"] = list(timestamp_granularities)
+    as_text = response_format in _TEXT_TRANSCRIPTS
+    return Call(
+        "POST",
+        path,
+        _same if as_text else _dict,
+        data=form,
+        files=[("file", ("file", audio, "application/octet-stream"))],
+        text=as_text,
+        unbounded_read=True,
+    )
+
+
+def handle_transcriptions(
+    model_uid: str,
+    /,
+    audio: bytes,
+    language: str | None = None,
+    prompt: str | None = None,
+    response_format: str | None = "json",
+    temperature: float | None = 0,
+    timestamp_granularities: list[str] | None = None,
+    **kwargs: Any,
+) -> Call[Any]:
+    """The words spoken in ``audio`` (the bytes of a wav, mp3, m4a, ogg, webm or flac file): ``{"text"}`` for
+    ``json``, with segments (and words, asked with ``timestamp_granularities=["word"]``) for ``verbose_json``, a
+    string for ``text``, ``srt`` and ``vtt``."""
+    return _transcript_call(
+        "/v1/audio/transcriptions",
+        model_uid,
+        audio,
+        language,
+        prompt,
+        response_format,
+        temperature,
+        timestamp_granularities,
+        kwargs,
+    )
+
+
+def handle_translations(
+    model_uid: str,
+    /,
+    audio: bytes,
+    language: str | None = None,
+    prompt: str | None = None,
+    response_format: str | None = "json",
+    temperature: float | None = 0,
+    timestamp_granularities: list[str] | None = None,
+    **kwargs: Any,
+) -> Call[Any]:
+    """``audio`` translated into English text (a multilingual speech-to-text model); answers as
+    :func:`handle_transcriptions`."""
+    return _transcript_call(
+        "/v1/audio/translations",
+        model_uid,
+        audio,
+        language,
+        prompt,
+        response_format,
+        temperature,
+        timestamp_granularities,
+        kwargs,
+    )
+
+
+def handle_speech(
+    model_uid: str,
+    /,
+    input: str,
+    voice: str = "",
+    response_format: str = "mp3",
+    speed: float = 1.0,
+    stream: bool = False,
+    **kwargs: Any,
+) -> Call[bytes]:
+    """``input`` spoken by the model: the audio file's bytes in ``response_format`` (mp3, opus, aac, flac, wav,
+    pcm), or with ``stream=True`` an iterator of byte chunks, each sent as soon as a sentence is encoded. An empty
+    ``voice`` is the model's default voice."""
+    body = {**kwargs, "model": model_uid, "input": input, "response_format": response_format, "speed": speed}
+    if voice:
+        body["voice"] = voice
+    return Call("POST", "/v1/audio/speech", _same, json=body, stream=stream, binary=True, unbounded_read=True)
+
+
+def handle_voices(model_uid: str, /) -> Call[list[dict[str, Any]]]:
+    """The voices a text-to-speech model offers, its default first."""
+    return Call("GET", f"/v1/models/{_uid(model_uid)}/voices", lambda body: _list(_dict(body).get("data", body)))
+
+
 def handle_kind(description: Mapping[str, Any]) -> str:
-    """Which handle serves a model described by ``describe_model``: ``chat``, ``generate``, ``embedding`` or
-    ``rerank`` (ValueError for a type this platform does not serve, as Xinference's client raises)."""
+    """Which handle serves a model described by ``describe_model``: ``chat``, ``generate``, ``embedding``,
+    ``rerank`` or ``audio`` (ValueError for a type this platform does not serve, as Xinference's client raises)."""
     model_type = description.get("model_type")
     abilities = description.get("model_ability") or []
     if model_type == "LLM":
@@ -534,6 +649,6 @@ def handle_kind(description: Mapping[str, Any]) -> str:
         if "generate" in abilities:
             return "generate"
         raise ValueError(f"Unrecognized model ability: {abilities}")
-    if model_type in ("embedding", "rerank"):
+    if model_type in ("embedding", "rerank", "audio"):
         return str(model_type)
     raise ValueError(f"Unknown model type: {model_type}")

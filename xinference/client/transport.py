@@ -49,12 +49,18 @@ def _request_args(call: Call[Any], timeout: float | None) -> dict[str, Any]:
         args["json"] = call.json
     if call.params:
         args["params"] = dict(call.params)
+    if call.data is not None:
+        args["data"] = dict(call.data)
+    if call.files is not None:
+        args["files"] = list(call.files)
     if call.unbounded_read:
         args["timeout"] = httpx.Timeout(timeout, read=None)
     return args
 
 
 def _decode(call: Call[T], response: httpx.Response) -> T:
+    if call.binary:
+        return call.parse(response.content)
     if call.text:
         return call.parse(response.text)
     try:
@@ -188,6 +194,28 @@ class SyncTransport(_Base):
     def run_or_stream(self, call: Call[Chunk]) -> Union[Chunk, Iterator[Chunk]]:
         return self.stream(call) if call.stream else self.run(call)
 
+    def bytes_or_stream(self, call: Call[bytes]) -> Union[bytes, Iterator[bytes]]:
+        """A binary answer (audio) whole, or as an iterator of its chunks when the call streams."""
+        if not call.stream:
+            return self.run(call)
+        request = self.http.build_request(call.method, call.path, **_request_args(call, self.timeout))
+        with self.transport_errors():
+            response = self.http.send(request, stream=True)
+        if not response.is_success:
+            try:
+                response.read()
+            finally:
+                response.close()
+            raise error_from_response(response)
+        return self._pieces(response)
+
+    def _pieces(self, response: httpx.Response) -> Iterator[bytes]:
+        try:
+            with self.transport_errors():
+                yield from response.iter_bytes()
+        finally:
+            response.close()
+
 
 class AsyncTransport(_Base):
     """Runs calls on one ``httpx.AsyncClient``."""
@@ -247,6 +275,29 @@ class AsyncTransport(_Base):
             return await self.stream(call)
         result: Chunk = await self.run(call)
         return result
+
+    async def bytes_or_stream(self, call: Call[bytes]) -> Union[bytes, AsyncIterator[bytes]]:
+        """The asynchronous twin of :meth:`SyncTransport.bytes_or_stream`."""
+        if not call.stream:
+            return await self.run(call)
+        request = self.http.build_request(call.method, call.path, **_request_args(call, self.timeout))
+        with self.transport_errors():
+            response = await self.http.send(request, stream=True)
+        if not response.is_success:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise error_from_response(response)
+        return self._pieces(response)
+
+    async def _pieces(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            with self.transport_errors():
+                async for piece in response.aiter_bytes():
+                    yield piece
+        finally:
+            await response.aclose()
 
 
 # -- call functions as methods -----------------------------------------------------------------------------------------
@@ -341,6 +392,32 @@ def async_handle_stream(
     @functools.wraps(spec)
     async def method(self: HasAsync, /, *args: P.args, **kwargs: P.kwargs) -> Union[Chunk, AsyncIterator[Chunk]]:
         return await self._transport.run_or_stream(spec(self._model_uid, *args, **kwargs))
+
+    _as_method(method, spec, takes_uid=True)
+    return method
+
+
+def sync_handle_bytes(
+    spec: Callable[Concatenate[str, P], Call[bytes]],
+) -> Callable[Concatenate[HasSync, P], Union[bytes, Iterator[bytes]]]:
+    """A handle method answering bytes (audio), or an iterator of byte chunks when its call streams."""
+
+    @functools.wraps(spec)
+    def method(self: HasSync, /, *args: P.args, **kwargs: P.kwargs) -> Union[bytes, Iterator[bytes]]:
+        return self._transport.bytes_or_stream(spec(self._model_uid, *args, **kwargs))
+
+    _as_method(method, spec, takes_uid=True)
+    return method
+
+
+def async_handle_bytes(
+    spec: Callable[Concatenate[str, P], Call[bytes]],
+) -> Callable[Concatenate[HasAsync, P], Awaitable[Union[bytes, AsyncIterator[bytes]]]]:
+    """The asynchronous twin of :func:`sync_handle_bytes`."""
+
+    @functools.wraps(spec)
+    async def method(self: HasAsync, /, *args: P.args, **kwargs: P.kwargs) -> Union[bytes, AsyncIterator[bytes]]:
+        return await self._transport.bytes_or_stream(spec(self._model_uid, *args, **kwargs))
 
     _as_method(method, spec, takes_uid=True)
     return method

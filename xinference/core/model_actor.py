@@ -338,6 +338,18 @@ class ModelActor(xo.StatelessActor):
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
         return await self._whole(lambda engine: engine.rerank(request))
 
+    async def transcribe(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._whole(lambda engine: engine.transcribe(request))
+
+    async def translate(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._whole(lambda engine: engine.translate(request))
+
+    async def speech(self, request: dict[str, Any]) -> bytes:
+        return await self._whole(lambda engine: engine.speech(request))
+
+    async def voices(self) -> list[dict[str, Any]]:
+        return await self._whole(lambda engine: engine.voices())
+
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""
         return await self._whole(lambda engine: engine.count_tokens(request))
@@ -359,7 +371,8 @@ class ModelActor(xo.StatelessActor):
         return await asyncio.to_thread(self._ready().stats)
 
     async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
-        """Start a streamed ``chat`` or ``completions`` request; returns (stream id, first chunks, done).
+        """Start a streamed ``chat``, ``completions`` or ``transcriptions`` request; returns (stream id, first
+        chunks, done).
 
         Errors that happen before the first chunk (a prompt too long, a bad parameter) are raised here, so the API
         can still answer with a proper status code.
@@ -369,6 +382,10 @@ class ModelActor(xo.StatelessActor):
             stream = await engine.chat_stream(request)
         elif kind == "completions":
             stream = await engine.completions_stream(request)
+        elif kind == "transcriptions":
+            stream = await engine.transcribe_stream(request)
+        elif kind == "speech":
+            stream = await engine.speech_stream(request)
         else:
             raise WrongModelType(f"unknown stream kind {kind!r}")
         if self._stopping is not None:  # stopped while the engine took the request

@@ -241,7 +241,7 @@ class Engine(abc.ABC):
     Class flags (read by the matcher and the supervisor, which never test an engine's identity):
 
     - ``name``: the user-facing engine name (``llama.cpp``, ``Transformers``, ...).
-    - ``model_types``: model types it serves (``LLM``, ``embedding``, ``rerank``).
+    - ``model_types``: model types it serves (``LLM``, ``embedding``, ``rerank``, ``audio``).
     - ``model_formats``: weight formats it loads.
     - ``continuous_batching``: whether concurrent requests share decoding steps.
     - ``config_class``: the pydantic model of its launch kwargs (``extra="forbid"``: a typo is a 400).
@@ -386,6 +386,38 @@ class Engine(abc.ABC):
         """Scores of ``request["documents"]`` against ``request["query"]``, best first: ``{"id", "results":
         [{"index", "relevance_score", "document"}], "meta"}``. Engines of rerank models override this."""
         raise self._unsupported("rerank")
+
+    async def transcribe(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Speech to text in the spoken language. ``request``: ``audio`` (bytes of float32 little-endian mono
+        samples at 16 kHz, decoded by the API), ``language`` (ISO-639-1 or None to detect), ``prompt``,
+        ``temperature``, ``word_timestamps``. Returns ``{"text", "language", "duration", "segments": [{"id", "seek",
+        "start", "end", "text", "tokens", "temperature", "avg_logprob", "compression_ratio", "no_speech_prob"}],
+        "words": [{"word", "start", "end"}]}`` (words only when asked for). Speech-to-text engines override this."""
+        raise self._unsupported("transcribe audio")
+
+    async def translate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Speech to English text: ``request`` and the answer as in :meth:`transcribe`."""
+        raise self._unsupported("translate audio")
+
+    async def transcribe_stream(self, request: dict[str, Any]) -> ChunkStream:
+        """Start a streamed transcription (``request`` as in :meth:`transcribe`): one chunk per recognised
+        segment, ``{"type": "segment", "text", "start", "end"}``, then ``{"type": "done", "text", "language",
+        "duration"}``."""
+        raise self._unsupported("transcribe audio")
+
+    async def speech(self, request: dict[str, Any]) -> bytes:
+        """The whole audio file speaking ``request["input"]`` (OpenAI's ``/v1/audio/speech`` fields: ``voice``,
+        ``response_format``, ``speed``, ``instructions``). Engines of text-to-speech models override this."""
+        raise self._unsupported("speak text")
+
+    async def speech_stream(self, request: dict[str, Any]) -> ChunkStream:
+        """Start a streamed synthesis of ``request``; chunks are ``{"audio": bytes}`` in play order, each sent as
+        soon as a piece (a sentence) is encoded."""
+        raise self._unsupported("speak text")
+
+    async def voices(self) -> list[dict[str, Any]]:
+        """The voices a text-to-speech model offers, its default first: ``{"id", "name", "language", ...}``."""
+        raise self._unsupported("list voices")
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """How many tokens the prompt of chat ``request`` (messages, tools, template kwargs) takes once the model's

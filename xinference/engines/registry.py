@@ -14,6 +14,9 @@ Embedding and rerank models have their own order (:data:`POOLED_ORDER`): vLLM wh
 sentence-transformers, then llama.cpp. llama.cpp serves them only from GGUF files, and on a CPU its encoder was
 slower than sentence-transformers on the same weights (``benchmark/results/embedding_engines.md``: all-MiniLM-L6-v2
 at 16 concurrent requests); it is chosen when the family has GGUF weights only, or when asked for.
+
+Audio models (speech-to-text) have :data:`AUDIO_ORDER`: faster-whisper, which runs CTranslate2 conversions of
+Whisper (int8 on a CPU, float16 on CUDA).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
 
 __all__ = [
+    "AUDIO_ORDER",
     "ENGINE_ORDER",
     "POOLED_ORDER",
     "engine_names",
@@ -44,11 +48,16 @@ _ENGINES: dict[str, str] = {
     "Transformers": "xinference.engines.transformers.engine:TransformersEngine",
     "MLX": "xinference.engines.mlx.engine:MLXEngine",
     "sentence_transformers": "xinference.engines.sentence_transformers.engine:SentenceTransformersEngine",
+    "faster_whisper": "xinference.engines.faster_whisper.engine:FasterWhisperEngine",
+    "piper": "xinference.engines.piper.engine:PiperEngine",
+    "hibari": "xinference.engines.hibari.engine:HibariEngine",
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
 #: The preference for embedding and rerank models (engines that do not serve them are skipped by their match).
 POOLED_ORDER: tuple[str, ...] = ("vLLM", "sentence_transformers", "llama.cpp")
+#: The preference for audio models: speech-to-text on faster-whisper (CTranslate2) first, on CPUs and GPUs alike.
+AUDIO_ORDER: tuple[str, ...] = ("faster_whisper",)
 
 #: GPU servers that also have a CPU build: on a worker without an NVIDIA GPU they are a fallback, tried right after
 #: llama.cpp (GGUF, lighter and faster to start) instead of first.
@@ -59,8 +68,10 @@ def engine_order(hardware: HardwareInfo | None = None, model_type: str = "LLM") 
     """The preference order on ``hardware``: :data:`ENGINE_ORDER`, except that on a worker without an NVIDIA GPU
     vLLM (its CPU build) comes after llama.cpp, and on Apple silicon MLX comes before Transformers. For embedding
     and rerank models, :data:`POOLED_ORDER` first (vLLM, its CPU build included, last on a worker without an
-    NVIDIA GPU), then the rest."""
+    NVIDIA GPU), then the rest; for audio models, :data:`AUDIO_ORDER` first."""
     base = ENGINE_ORDER
+    if model_type == "audio":
+        return AUDIO_ORDER + tuple(name for name in ENGINE_ORDER if name not in AUDIO_ORDER)
     if model_type in ("embedding", "rerank"):
         base = POOLED_ORDER + tuple(name for name in ENGINE_ORDER if name not in POOLED_ORDER)
         if hardware is not None and not hardware.cuda_available:

@@ -83,6 +83,22 @@ _INHERITED = (
 )
 _HUBS = ("huggingface", "modelscope")
 _DEFAULT_ABILITY = {"embedding": ["embed"], "rerank": ["rerank"]}
+#: Family fields of Xinference's audio JSON kept as given (its engine choice, cache name, default configs, ...)
+_KEPT_AUDIO = ("engine", "cache_name", "default_model_config", "default_transcription_config", "updated_at", "featured")
+#: Fields of Xinference's flat audio JSON that describe its one spec (the audio schema has no ``model_specs``)
+_AUDIO_SPEC = (
+    "model_id",
+    "model_revision",
+    "model_uri",
+    "model_src",
+    "model_hub",
+    "model_format",
+    "quantization",
+    "quantizations",
+    "model_size_in_billions",
+)
+#: Xinference's speech-to-text families (their registrations may leave ``model_ability`` out)
+_SPEECH_TO_TEXT_FAMILIES = ("whisper", "funasr")
 
 
 def from_xinference_json(
@@ -106,8 +122,11 @@ def from_xinference_json(
         family.pop(name, None)
     kept = dict(family.pop("kept_fields", None) or {})
     kept.update({name: family.pop(name) for name in _KEPT_FAMILY if name in family})
+    if model_type == "audio":
+        _flat_audio(family, kept)
     if "language" in family and "model_lang" not in family:
-        family["model_lang"] = family.pop("language")
+        language = family.pop("language")
+        family["model_lang"] = [language] if isinstance(language, str) else language
     if "model_ability" not in family and model_type in _DEFAULT_ABILITY:
         family["model_ability"] = list(_DEFAULT_ABILITY[model_type])
     parser = family.pop("tool_parser", None)
@@ -128,6 +147,23 @@ def from_xinference_json(
     if kept:
         family["kept_fields"] = kept
     return family
+
+
+def _flat_audio(family: dict[str, Any], kept: dict[str, Any]) -> None:
+    """Xinference's audio JSON is flat: one model per entry, its source (``model_id``, ``model_src``, ``model_uri``)
+    beside the family's fields. Those become the family's one spec (``pytorch`` and quantization ``none`` unless it
+    says otherwise, size 0 as Xinference gives none); its engine and default configs are kept as given."""
+    kept.update({name: family.pop(name) for name in _KEPT_AUDIO if name in family})
+    if "model_ability" not in family and str(kept.get("model_family", "")).lower() in _SPEECH_TO_TEXT_FAMILIES:
+        family["model_ability"] = ["audio2text"]
+    if "model_specs" in family:
+        return
+    spec = {name: family.pop(name) for name in _AUDIO_SPEC if name in family}
+    spec.setdefault("model_format", "pytorch")
+    spec.setdefault("model_size_in_billions", 0)
+    if "quantization" not in spec and "quantizations" not in spec:
+        spec["quantizations"] = ["none"]
+    family["model_specs"] = [spec]
 
 
 def _known_tool_format(name: object) -> bool:

@@ -208,6 +208,11 @@ def resolve_model_path(
     if spec.model_format == "ggufv2":
         assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
         return download.file(spec.model_file_name_template.format(quantization=quantization))
+    if spec.model_format == "onnx" and spec.model_file_name_template:
+        # one voice of a repository of many (rhasspy/piper-voices): the .onnx file and its .onnx.json config
+        onnx_file = spec.model_file_name_template.format(quantization=quantization)
+        download.file(onnx_file + ".json")
+        return download.file(onnx_file)
     return download.snapshot(snapshot_files)
 
 

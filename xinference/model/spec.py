@@ -26,9 +26,11 @@ __all__ = [
     "validate_model_name",
 ]
 
-ModelType = Literal["LLM", "embedding", "rerank"]
-Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank"]
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx"]
+ModelType = Literal["LLM", "embedding", "rerank", "audio"]
+Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
+#: ``ctranslate2``: a model converted for CTranslate2 (``model.bin`` + ``config.json``), what faster-whisper loads;
+#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
@@ -189,6 +191,11 @@ class ModelFamily(_Strict):
     architectures: list[str] = Field(default_factory=list)
     dimensions: int | None = Field(default=None, gt=0, description="embedding size (embedding models)")
     max_tokens: int | None = Field(default=None, gt=0, description="longest input (embedding/rerank models)")
+    multilingual: bool | None = Field(
+        default=None,
+        description="speech-to-text models: whether the model knows languages other than English (Whisper's "
+        ".en models do not, and cannot translate)",
+    )
     # -- how the model writes tool calls and reasoning (model/parsers/); Xinference's names are accepted ----------
     tool_call_format: str | None = Field(
         default=None,

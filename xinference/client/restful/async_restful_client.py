@@ -29,11 +29,13 @@ from xinference.client.transport import (
     AsyncTransport,
     HasAsync,
     async_call,
+    async_handle_bytes,
     async_handle_call,
     async_handle_stream,
 )
 
 __all__ = [
+    "AsyncRESTfulAudioModelHandle",
     "AsyncClient",
     "AsyncRESTfulChatModelHandle",
     "AsyncRESTfulClient",
@@ -78,11 +80,22 @@ class AsyncRESTfulRerankModelHandle(AsyncRESTfulModelHandle):
     rerank = async_handle_call(calls.handle_rerank)
 
 
+class AsyncRESTfulAudioModelHandle(AsyncRESTfulModelHandle):
+    """An audio model: speech to text (``transcriptions``, ``translations``) or text to speech (``speech``,
+    ``voices``), as Xinference's audio handle."""
+
+    transcriptions = async_handle_call(calls.handle_transcriptions)
+    translations = async_handle_call(calls.handle_translations)
+    speech = async_handle_bytes(calls.handle_speech)
+    voices = async_handle_call(calls.handle_voices)
+
+
 _HANDLES: dict[str, type[AsyncRESTfulModelHandle]] = {
     "chat": AsyncRESTfulChatModelHandle,
     "generate": AsyncRESTfulGenerateModelHandle,
     "embedding": AsyncRESTfulEmbeddingModelHandle,
     "rerank": AsyncRESTfulRerankModelHandle,
+    "audio": AsyncRESTfulAudioModelHandle,
 }
 
 

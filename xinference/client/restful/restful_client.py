@@ -34,11 +34,13 @@ from xinference.client.transport import (
     HasSync,
     SyncTransport,
     sync_call,
+    sync_handle_bytes,
     sync_handle_call,
     sync_handle_stream,
 )
 
 __all__ = [
+    "RESTfulAudioModelHandle",
     "Client",
     "RESTfulChatModelHandle",
     "RESTfulClient",
@@ -92,11 +94,22 @@ class RESTfulRerankModelHandle(RESTfulModelHandle):
     rerank = sync_handle_call(calls.handle_rerank)
 
 
+class RESTfulAudioModelHandle(RESTfulModelHandle):
+    """An audio model: speech to text (``transcriptions``, ``translations``) or text to speech (``speech``,
+    ``voices``), as Xinference's audio handle."""
+
+    transcriptions = sync_handle_call(calls.handle_transcriptions)
+    translations = sync_handle_call(calls.handle_translations)
+    speech = sync_handle_bytes(calls.handle_speech)
+    voices = sync_handle_call(calls.handle_voices)
+
+
 _HANDLES: dict[str, type[RESTfulModelHandle]] = {
     "chat": RESTfulChatModelHandle,
     "generate": RESTfulGenerateModelHandle,
     "embedding": RESTfulEmbeddingModelHandle,
     "rerank": RESTfulRerankModelHandle,
+    "audio": RESTfulAudioModelHandle,
 }
 
 

@@ -1,0 +1,44 @@
+"""``xinference speak`` and ``xinference transcribe`` against the shared server with the bundled piper voice and
+whisper-tiny.en: the spoken file transcribes back to its words; a wrong suffix or a chat model is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tests.audio_speech import SENTENCE, WORDS
+from tests.conftest import DEFAULT_MODEL, LocalServer
+from xinference.cli.main import main
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_speak_then_transcribe(
+    local_server: LocalServer, piper_voice_uid: str, whisper_uid: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "said.mp3"
+    spoken = run("speak", "-e", local_server.endpoint, "-u", piper_voice_uid, SENTENCE, "-o", str(out))
+    assert spoken.exit_code == 0, spoken.output
+    assert out.stat().st_size > 5_000 and "wrote" in spoken.output
+    heard = run("transcribe", "-e", local_server.endpoint, "-u", whisper_uid, str(out))
+    assert heard.exit_code == 0, heard.output
+    lowered = heard.output.lower()
+    assert all(word.split()[0] in lowered for word in WORDS), heard.output
+    verbose = run("transcribe", "-e", local_server.endpoint, "-u", whisper_uid, str(out), "-f", "verbose_json")
+    assert json.loads(verbose.output)["segments"]
+    srt = run("transcribe", "-e", local_server.endpoint, "-u", whisper_uid, str(out), "-f", "srt")
+    assert srt.output.startswith("1\n00:00:")
+
+
+def test_refusals(local_server: LocalServer, piper_voice_uid: str, tmp_path: Path) -> None:
+    bad_suffix = run("speak", "-e", local_server.endpoint, "-u", piper_voice_uid, "Hi.", "-o", str(tmp_path / "a.xyz"))
+    assert bad_suffix.exit_code == 2 and ".mp3" in bad_suffix.output
+    not_audio = run("speak", "-e", local_server.endpoint, "-u", DEFAULT_MODEL, "Hi.", "-o", str(tmp_path / "a.wav"))
+    assert not_audio.exit_code == 2 and "not an audio model" in not_audio.output
