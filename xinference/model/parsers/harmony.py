@@ -20,6 +20,7 @@ import json
 import re
 from typing import Literal
 
+from xinference.model.parsers.base import StepStream
 from xinference.model.parsers.blocks import Bad, BlockCallFormat, Call, Done, Found, Skip, Step
 from xinference.model.parsers.reasoning import ReasoningEvent, ReasoningTags
 from xinference.model.parsers.tool_calls import Tools
@@ -46,7 +47,7 @@ def _held(text: str, markers: tuple[str, ...]) -> int:
     return best
 
 
-class HarmonyStream:
+class HarmonyStream(StepStream[ReasoningEvent]):
     """Incremental splitter of one harmony reply; the same ``feed``/``finish`` contract as ReasoningStream."""
 
     def __init__(self) -> None:
@@ -55,10 +56,6 @@ class HarmonyStream:
         self._kind: Literal["reasoning", "content", "call"] = "content"
         self._recipient = ""
         self._call_body = ""
-
-    def feed(self, delta: str) -> list[ReasoningEvent]:
-        self._buf += delta
-        return self._drain(final=False)
 
     def finish(self) -> list[ReasoningEvent]:
         events = self._drain(final=True)
@@ -71,12 +68,6 @@ class HarmonyStream:
 
     def _canonical(self) -> str:
         return f"{CHANNEL}commentary to={self._recipient}{MESSAGE}{self._call_body}<|call|>"
-
-    def _drain(self, final: bool) -> list[ReasoningEvent]:
-        events: list[ReasoningEvent] = []
-        while self._buf and self._step(events, final):
-            pass
-        return events
 
     def _step(self, events: list[ReasoningEvent], final: bool) -> bool:
         if self._phase == "between":
