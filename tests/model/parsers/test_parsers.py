@@ -28,8 +28,9 @@ def chunked(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-def stream_calls(fmt_name: str, pieces: list[str]) -> tuple[str, list[dict]]:
-    stream = get_tool_call_format(fmt_name).stream()
+def stream_calls(fmt_name: str, pieces: list[str], tools: list | None = None) -> tuple[str, list[dict]]:
+    """Content and calls (id, name, arguments) from streaming ``pieces``, checking the events' order and ids."""
+    stream = get_tool_call_format(fmt_name).stream(tools)
     events = []
     for piece in pieces:
         events += stream.feed(piece)
