@@ -1,5 +1,5 @@
-"""Embedding and rerank models on llama.cpp: how a GGUF file is pooled, and the platform's shapes for the
-answers of llama.cpp's ``/v1/embeddings`` and ``/v1/rerank`` handlers.
+"""Embedding and rerank models on llama.cpp: how a GGUF file is pooled, the requests of llama.cpp's
+``/v1/embeddings`` and ``/v1/rerank`` handlers, and the scores of its rerank answer.
 
 llama.cpp serves a model either for generation or, with ``embedding`` set, for one vector (or one score) per
 input: the hidden states are pooled as ``pooling_type`` says (mean, the first token, the last token, or ``rank``:
