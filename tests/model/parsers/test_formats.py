@@ -17,7 +17,7 @@ from tests.model.parsers.recorded import (
     FormatSample,
     TaggedReasoning,
 )
-from tests.model.parsers.test_parsers import chunked, stream_calls
+from tests.model.parsers.test_parsers import chunked, split_streamed, stream_calls
 from xinference.model.parsers import ReasoningTags, get_tool_call_format, parse_tool_calls
 from xinference.model.parsers.harmony import HARMONY
 from xinference.model.parsers.postprocess import ChatOutputParser
@@ -154,13 +154,7 @@ def test_any_values_survive_any_chunking(city: str, days: int, fmt: str, cuts: l
 @pytest.mark.parametrize("case", REASONING_STYLES, ids=lambda c: c.start)
 def test_reasoning_tag_styles(case: TaggedReasoning) -> None:
     for cuts in ([], [1, 2, 3, 5, 8, 13, 21], list(range(len(case.text)))):
-        stream = ReasoningTags(case.start, case.end).stream(primed=case.primed)
-        parts = {"reasoning": "", "content": ""}
-        for piece in chunked(case.text, cuts):
-            for kind, text in stream.feed(piece):
-                parts[kind] += text
-        for kind, text in stream.finish():
-            parts[kind] += text
+        parts = split_streamed(ReasoningTags(case.start, case.end).stream(primed=case.primed), chunked(case.text, cuts))
         assert (parts["reasoning"].rstrip() or None, parts["content"]) == (case.reasoning, case.content)
 
 
@@ -168,13 +162,7 @@ def test_reasoning_tag_styles(case: TaggedReasoning) -> None:
 def test_harmony_channels(reply: tuple) -> None:
     text, reasoning, content, calls = reply
     for cuts in ([], list(range(len(text)))):
-        stream = HARMONY.stream()
-        parts = {"reasoning": "", "content": ""}
-        for piece in chunked(text, cuts):
-            for kind, piece_text in stream.feed(piece):
-                parts[kind] += piece_text
-        for kind, piece_text in stream.finish():
-            parts[kind] += piece_text
+        parts = split_streamed(HARMONY.stream(), chunked(text, cuts))
         assert (parts["reasoning"] or None) == reasoning
         rest, found = parse_tool_calls(get_tool_call_format("harmony"), parts["content"])
         assert rest == content

@@ -125,12 +125,18 @@ class ReasoningStream(StepStream[ReasoningEvent]):
             if not text:
                 return
             self._at_section_start = False
-        if not text:
-            return
-        if events and events[-1][0] == kind:
-            events[-1] = (kind, events[-1][1] + text)
-        else:
-            events.append((kind, text))
+        add_event(events, kind, text)
+
+
+def add_event(events: list[ReasoningEvent], kind: Literal["reasoning", "content"], text: str) -> None:
+    """Append ``text`` of ``kind`` to ``events``, joined to the last event when it is of the same kind (nothing
+    for empty text)."""
+    if not text:
+        return
+    if events and events[-1][0] == kind:
+        events[-1] = (kind, events[-1][1] + text)
+    else:
+        events.append((kind, text))
 
 
 def _held_suffix(text: str, marker: str) -> int:
