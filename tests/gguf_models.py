@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from xinference.model.bert_gguf import convert_bert_to_gguf
 
-__all__ = ["minilm_folder", "minilm_gguf", "tiny_reranker"]
+__all__ = ["gguf_family", "minilm_folder", "minilm_gguf", "tiny_reranker"]
 
 
 def minilm_folder() -> Path:
@@ -72,3 +73,21 @@ def tiny_reranker(target_dir: Path) -> tuple[Path, Path]:
     AutoTokenizer.from_pretrained(minilm_folder()).save_pretrained(folder)
     convert_bert_to_gguf(folder, gguf, dtype="f32")
     return folder, gguf
+
+
+def gguf_family(name: str, model_type: str, path: Path) -> dict[str, Any]:
+    """The family (registration body) of a GGUF embedding or rerank model whose F16 file is ``path``."""
+    return {
+        "model_name": name,
+        "model_type": model_type,
+        "model_ability": ["embed" if model_type == "embedding" else "rerank"],
+        "max_tokens": 256,
+        "model_specs": [
+            {
+                "model_format": "ggufv2",
+                "model_size_in_billions": "0_022",
+                "quantizations": ["F16"],
+                "model_uri": f"file://{path}",
+            }
+        ],
+    }

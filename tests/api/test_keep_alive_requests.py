@@ -112,23 +112,10 @@ def test_embeddings_carry_keep_alive(local_server: LocalServer) -> None:
 
 def test_rerank_carries_keep_alive(local_server: LocalServer, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
-    from tests.engines.test_sentence_transformers import build_tiny_cross_encoder
+    from tests.custom_models import build_tiny_cross_encoder, rerank_family
 
     path = build_tiny_cross_encoder(tmp_path / "model")
-    family = {
-        "model_name": RERANK_NAME,
-        "model_ability": ["rerank"],
-        "max_tokens": 128,
-        "model_specs": [
-            {
-                "model_format": "pytorch",
-                "model_size_in_billions": "0_01",
-                "quantizations": ["none"],
-                "model_uri": f"file://{path}",
-            }
-        ],
-    }
-    registered = _post(local_server, "/model_registrations/rerank", {"model": family})
+    registered = _post(local_server, "/model_registrations/rerank", {"model": rerank_family(RERANK_NAME, path)})
     assert registered.status_code == 200, registered.text
     try:
         _launch(local_server, {"model_name": RERANK_NAME, "model_type": "rerank"})

@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 @pytest.fixture(scope="module")
 def reranker_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("sentence_transformers")
-    from tests.engines.test_sentence_transformers import build_tiny_cross_encoder
+    from tests.custom_models import build_tiny_cross_encoder
 
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("docs-ce") / "model")
 

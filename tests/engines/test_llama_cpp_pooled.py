@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.gguf_models import gguf_family
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.errors import ContextLengthExceeded, InvalidRequest, LaunchFailed, WrongModelType
 from xinference.hardware import detect_hardware
@@ -29,23 +30,7 @@ DOCUMENTS = ["Cats purr and sleep.", "Taxes are due in April.", "A cat chased a 
 
 
 def family(model_type: str, path: Path) -> ModelFamily:
-    ability = "embed" if model_type == "embedding" else "rerank"
-    return ModelFamily.model_validate(
-        {
-            "model_name": f"gguf-{model_type}",
-            "model_type": model_type,
-            "model_ability": [ability],
-            "max_tokens": 256,
-            "model_specs": [
-                {
-                    "model_format": "ggufv2",
-                    "model_size_in_billions": "0_022",
-                    "quantizations": ["F16"],
-                    "model_uri": f"file://{path}",
-                }
-            ],
-        }
-    )
+    return ModelFamily.model_validate(gguf_family(f"gguf-{model_type}", model_type, path))
 
 
 def make_engine(model_type: str, path: Path, uid: str, **options: object) -> LlamaCppEngine:

@@ -10,12 +10,12 @@ import struct
 import pytest
 
 from tests.machines import linux
+from xinference.engines.answers import served_embeddings_answer
 from xinference.engines.llama_cpp.config import DEFAULT_POOLED_BATCH, DEFAULT_POOLED_SLOTS, LlamaCppConfig
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.pooling import (
     choose_pooling,
     embed_body,
-    embeddings_response,
     rerank_body,
     rerank_response,
 )
@@ -127,17 +127,17 @@ def test_embed_body_and_dimensions() -> None:
     assert raised.value.param == "dimensions"
 
 
-def test_embeddings_response_orders_names_and_encodes() -> None:
+def test_served_embeddings_answer_orders_names_and_encodes() -> None:
     result = {
         "model": "/secret/path/model.gguf",
         "data": [{"index": 1, "embedding": [0.5, -1.0]}, {"index": 0, "embedding": [1.0, 0.0]}],
         "usage": {"prompt_tokens": 7, "total_tokens": 7},
     }
-    floats = embeddings_response(result, "uid", "float")
+    floats = served_embeddings_answer(result, "uid", "float")
     assert floats["model"] == "uid" and floats["object"] == "list"
     assert [row["embedding"] for row in floats["data"]] == [[1.0, 0.0], [0.5, -1.0]]
     assert floats["usage"] == {"prompt_tokens": 7, "total_tokens": 7}
-    packed = embeddings_response(result, "uid", "base64")["data"][1]["embedding"]
+    packed = served_embeddings_answer(result, "uid", "base64")["data"][1]["embedding"]
     assert struct.unpack("<2f", base64.b64decode(packed)) == (0.5, -1.0)
 
 
@@ -194,7 +194,7 @@ def test_vllm_server_command_for_an_embedding_model(monkeypatch: pytest.MonkeyPa
 def test_vllm_answers_become_the_platform_shapes() -> None:
     body = managed.embed_request("uid", {"input": ["a"], "dimensions": 8, "encoding_format": "base64"})
     assert body == {"model": "uid", "input": ["a"], "encoding_format": "float", "dimensions": 8}
-    answer = managed.embeddings_answer(
+    answer = served_embeddings_answer(
         {
             "id": "embd-1",
             "model": "uid",

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("sentence_transformers")
 
+from tests.custom_models import build_tiny_cross_encoder, rerank_family  # noqa: E402
 from xinference.engines.sentence_transformers.batcher import Batcher  # noqa: E402
 from xinference.engines.sentence_transformers.engine import SentenceTransformersEngine  # noqa: E402
 from xinference.errors import InvalidRequest, WrongModelType  # noqa: E402
@@ -25,43 +26,8 @@ from xinference.model.spec import ModelFamily  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def build_tiny_cross_encoder(target: Path) -> Path:
-    """A 2-layer BERT cross-encoder built from MiniLM's first layers and a seeded scoring head (no reranker ships
-    on PyPI). Its scores mean nothing semantically, but they are the model's real scores."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    if (target / "config.json").exists():
-        return target
-    source = resolve_model_path(ModelRegistry().get("all-MiniLM-L6-v2").model_specs[0], "none")
-    torch.manual_seed(1234)
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, num_hidden_layers=2)
-    with torch.no_grad():
-        model.classifier.weight.normal_(0.0, 2.0)  # spread the scores so the order is not float noise
-        model.classifier.bias.zero_()
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(target)
-    AutoTokenizer.from_pretrained(source).save_pretrained(target)
-    return target
-
-
-def rerank_family(path: Path) -> ModelFamily:
-    return ModelFamily.model_validate(
-        {
-            "model_name": "tiny-cross-encoder",
-            "model_type": "rerank",
-            "model_ability": ["rerank"],
-            "max_tokens": 128,
-            "model_specs": [
-                {
-                    "model_format": "pytorch",
-                    "model_size_in_billions": "0_01",
-                    "quantizations": ["none"],
-                    "model_uri": f"file://{path}",
-                }
-            ],
-        }
-    )
+def rerank_model_family(path: Path) -> ModelFamily:
+    return ModelFamily.model_validate({**rerank_family("tiny-cross-encoder", path), "model_type": "rerank"})
 
 
 def make_engine(family: ModelFamily, path: str, uid: str, **kwargs: object) -> SentenceTransformersEngine:
@@ -95,7 +61,7 @@ def embedder(loop):
 @pytest.fixture(scope="module")
 def reranker(loop, tmp_path_factory):
     path = build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce") / "model")
-    engine = make_engine(rerank_family(path), str(path), "unit-rerank", batch_window_ms=20)
+    engine = make_engine(rerank_model_family(path), str(path), "unit-rerank", batch_window_ms=20)
     loop.run_until_complete(engine.load())
     yield engine
     loop.run_until_complete(engine.unload())

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import LocalServer
+from tests.custom_models import build_tiny_cross_encoder, launched_reranker
 
 EMBEDDING_UID = "integrations-minilm"
 RERANK_NAME = "integrations-tiny-reranker"
@@ -31,28 +32,6 @@ def embedding_uid(local_server: LocalServer) -> Iterator[str]:
 @pytest.fixture(scope="package")
 def rerank_uid(local_server: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("sentence_transformers")
-    from tests.engines.test_sentence_transformers import build_tiny_cross_encoder
-
     path = build_tiny_cross_encoder(tmp_path_factory.mktemp("integrations-reranker") / "model")
-    family = {
-        "model_name": RERANK_NAME,
-        "model_ability": ["rerank"],
-        "max_tokens": 128,
-        "model_specs": [
-            {
-                "model_format": "pytorch",
-                "model_size_in_billions": "0_01",
-                "quantizations": ["none"],
-                "model_uri": f"file://{path}",
-            }
-        ],
-    }
-    registered = httpx.post(f"{local_server.api}/model_registrations/rerank", json={"model": family}, timeout=30)
-    assert registered.status_code == 200, registered.text
-    launched = httpx.post(
-        f"{local_server.api}/models", json={"model_name": RERANK_NAME, "model_type": "rerank"}, timeout=120
-    )
-    assert launched.status_code == 200, launched.text
-    yield RERANK_NAME
-    httpx.delete(f"{local_server.api}/models/{RERANK_NAME}", timeout=60)
-    httpx.delete(f"{local_server.api}/model_registrations/rerank/{RERANK_NAME}", timeout=30)
+    with launched_reranker(local_server, RERANK_NAME, path):
+        yield RERANK_NAME

@@ -37,9 +37,7 @@ The keyed variants (a server with ``XINFERENCE_API_KEYS``) are in ``test_with_ap
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -57,8 +55,7 @@ from xinference_client.client.restful.restful_client import (
 from yarl import URL
 
 from tests.conftest import LocalServer
-from xinference.model.download import resolve_model_path
-from xinference.model.registry import ModelRegistry
+from tests.custom_models import link_smollm2_gguf, smollm2_gguf_family
 
 #: a registration of the bundled SmolLM2 weights that only generates: what Dify drives in its completion mode
 BASE_MODEL = "integrations-smol-generate"
@@ -283,22 +280,8 @@ def test_unknown_uid(local_server: LocalServer) -> None:
 
 @pytest.fixture(scope="module")
 def base_uid(local_server: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("integrations-base")
-    source = resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1")
-    os.symlink(source, Path(folder) / f"{BASE_MODEL}.Q4_1.gguf")
-    family = {
-        "model_name": BASE_MODEL,
-        "model_ability": ["generate"],
-        "context_length": 2048,
-        "model_specs": [
-            {
-                "model_format": "ggufv2",
-                "model_size_in_billions": "0_135",
-                "quantizations": ["Q4_1"],
-                "model_uri": f"file://{folder}",
-            }
-        ],
-    }
+    folder = link_smollm2_gguf(tmp_path_factory.mktemp("integrations-base"), BASE_MODEL)
+    family = smollm2_gguf_family(BASE_MODEL, folder, ["generate"])
     registered = httpx.post(f"{local_server.api}/model_registrations/LLM", json={"model": family}, timeout=30)
     assert registered.status_code == 200, registered.text
     launched = httpx.post(

@@ -1,6 +1,7 @@
 """The built-in catalog: every file validates, names are unique, every spec can be fetched from somewhere, every
-entry is consistent (ids, sizes, quantization names per format, the facts its model type needs) and the matcher
-picks an engine for every family on a CPU worker and on an NVIDIA GPU worker."""
+entry is consistent (ids, sizes, quantization names per format, one quantization per non-GGUF repository, the facts
+its model type needs), the parsers follow what the families declare, and the matcher picks an engine for every
+family on a CPU worker and on an NVIDIA GPU worker."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from xinference.engines.speech.unserved import UNSERVED_TTS
 from xinference.errors import EngineRejected, LaunchFailed
 from xinference.hardware import HardwareInfo
 from xinference.model.download import bundled_path
-from xinference.model.parsers.registry import TOOL_CALL_FORMATS
+from xinference.model.parsers.registry import TOOL_CALL_FORMATS, reasoning_tags_of, tool_call_format_of
 from xinference.model.registry import ModelRegistry, load_builtin_families
 from xinference.model.spec import BundledSource, ModelFamily, ModelSpec
 
@@ -219,6 +220,9 @@ def spec_problems(family: ModelFamily) -> list[str]:
         if float(spec.size.replace("_", ".")) <= 0:
             problems.append(f"{where}: size must be positive")
         quants = spec.quantizations
+        if spec.model_format != "ggufv2" and len(quants) != 1:
+            # a non-GGUF spec is one repository, so it names one quantization (no {quantization} slot in its id)
+            problems.append(f"{where}: a {spec.model_format} spec names one quantization, not {quants}")
         if len({q.lower() for q in quants}) != len(quants):
             problems.append(f"{where}: repeated quantization in {quants}")
         bad = [q for q in quants if not _QUANTIZATION[spec.model_format].fullmatch(q)]
@@ -327,12 +331,14 @@ def _spec(fmt: str, quants: list[str], size: int | str = 7, **more: object) -> d
         (_entry(model_specs=[_spec("awq", ["4bit"])]), "not awq quantization names"),
         (_entry(model_specs=[_spec("gptq", ["Int4", "int4"])]), "repeated quantization"),
         (_entry(model_specs=[_spec("mlx", ["q4"])]), "not mlx quantization names"),
+        (_entry(model_specs=[_spec("awq", ["Int4", "Int8"])]), "names one quantization"),
         (_entry(model_specs=[_spec("ggufv2", ["none"], model_file_name_template="m-{quantization}.gguf")]), "ggufv2"),
         (_entry(model_specs=[_spec("ggufv2", ["Q4_K_M"], model_file_name_template="m-Q4_K_M.gguf")]), "template"),
         (_entry(model_specs=[_spec("awq", ["Int4"]), _spec("awq", ["Int4"], model_id="o/q")]), "offered twice"),
         (_entry(context_length=None), "need context_length"),
         (_entry(model_ability=["chat", "tools"]), "goes with a tool_call_format"),
         (_entry(model_ability=["generate", "reasoning"]), "need chat"),
+        (_entry(reasoning_start_tag="<think>", reasoning_end_tag="</think>"), "does not reason"),
         (_entry("embedding", dimensions=None), "need dimensions"),
         (_entry("rerank", max_tokens=None), "need max_tokens"),
         (_entry("rerank", architectures=[]), "architectures"),
@@ -449,6 +455,38 @@ def test_tool_formats_and_reasoning_tags_follow_the_models() -> None:
         assert registry.get(name).tool_call_format == fmt, name
     seed = registry.get("seed-oss")
     assert (seed.reasoning_start_tag, seed.reasoning_end_tag) == ("<seed:think>", "</seed:think>")
+
+
+def test_parsers_follow_what_the_families_declare() -> None:
+    registry = ModelRegistry()
+    # Magistral 1.2 writes its reasoning between control tokens, not <think>
+    tags = reasoning_tags_of(registry.get("magistral-small-2509"))
+    assert tags is not None and (tags.start, tags.end) == ("[THINK]", "[/THINK]")
+    # Phi-4-reasoning keeps the default <think> pair
+    tags = reasoning_tags_of(registry.get("phi-4-reasoning"))
+    assert tags is not None and (tags.start, tags.end) == ("<think>", "</think>")
+    # gpt-oss speaks harmony: reasoning on the analysis channel, calls as commentary messages to functions.NAME
+    gpt_oss = registry.get("gpt-oss")
+    tags = reasoning_tags_of(gpt_oss)
+    assert tags is not None and (tags.start, tags.end) == ("<|channel|>analysis<|message|>", "<|end|>")
+    calls = tool_call_format_of(gpt_oss)
+    assert calls is not None and calls.name == "harmony"
+    # families without a tool format do not offer tools
+    for name in ("gemma-2-it", "phi-4", "llama-3-instruct", "granite-3.3-instruct"):
+        family = registry.get(name)
+        assert tool_call_format_of(family) is None and "tools" not in family.model_ability
+    declared = {
+        "llama-3.3-instruct": "llama3_json",
+        "llama-4-scout-instruct": "pythonic",
+        "mistral-small-3.2-instruct": "mistral",
+        "phi-4-mini-instruct": "phi4_mini_json",
+        "gemma-4": "gemma4",
+        "hermes-3-llama-3.1": "hermes",
+        "smollm3": "hermes",
+    }
+    for name, fmt in declared.items():
+        calls = tool_call_format_of(registry.get(name))
+        assert calls is not None and calls.name == fmt, name
 
 
 def test_hub_ids_are_concrete_and_gguf_templates_name_one_file() -> None:

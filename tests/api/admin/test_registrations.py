@@ -3,41 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
 
 import httpx
 import pytest
 from click.testing import CliRunner
 
 from tests.conftest import start_local_server
+from tests.custom_models import link_smollm2_gguf, smollm2_gguf_family
 from xinference.cli.main import main as cli
-from xinference.model.download import resolve_model_path
-from xinference.model.registry import ModelRegistry
 
 
 @pytest.fixture(scope="module")
 def gguf_folder(tmp_path_factory) -> str:
-    folder = tmp_path_factory.mktemp("my-weights")
-    source = resolve_model_path(ModelRegistry().get("smollm2-instruct").model_specs[0], "Q4_1")
-    os.symlink(source, folder / "my-smol.Q4_1.gguf")
-    return str(folder)
+    return str(link_smollm2_gguf(tmp_path_factory.mktemp("my-weights"), "my-smol"))
 
 
 def spec(name: str, folder: str, **extra) -> dict:
-    return {
-        "model_name": name,
-        "model_ability": ["chat", "generate"],
-        "context_length": 2048,
-        "model_specs": [
-            {
-                "model_format": "ggufv2",
-                "model_size_in_billions": "0_135",
-                "quantizations": ["Q4_1"],
-                "model_uri": f"file://{folder}",
-            }
-        ],
-        **extra,
-    }
+    return smollm2_gguf_family(name, folder, ["chat", "generate"], **extra)
 
 
 def test_register_launch_chat_restart_unregister(tmp_path, gguf_folder: str) -> None:

@@ -17,27 +17,10 @@ pytest.importorskip("sentence_transformers")
 from tests.api.openapi_schema import assert_matches_openapi  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
 from tests.engines.test_llama_cpp_pooled import DOCUMENTS, QUERY, TEXTS, transformers_scores  # noqa: E402
-from tests.gguf_models import minilm_folder  # noqa: E402
+from tests.gguf_models import gguf_family, minilm_folder  # noqa: E402
 
 EMBEDDER = "minilm-gguf-api"
 RERANKER = "tiny-reranker-gguf-api"
-
-
-def gguf_family(name: str, model_type: str, path: Path) -> dict:
-    return {
-        "model_name": name,
-        "model_type": model_type,
-        "model_ability": ["embed" if model_type == "embedding" else "rerank"],
-        "max_tokens": 256,
-        "model_specs": [
-            {
-                "model_format": "ggufv2",
-                "model_size_in_billions": "0_022",
-                "quantizations": ["F16"],
-                "model_uri": f"file://{path}",
-            }
-        ],
-    }
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ pytest.importorskip("sentence_transformers")
 
 from tests.api.openapi_schema import assert_matches_openapi  # noqa: E402
 from tests.conftest import LocalServer  # noqa: E402
-from tests.engines.test_sentence_transformers import build_tiny_cross_encoder  # noqa: E402
+from tests.custom_models import build_tiny_cross_encoder, launched_reranker  # noqa: E402
 
 NAME = "tiny-cross-encoder-local"
 QUERY = "Where is the Eiffel Tower?"
@@ -34,27 +34,9 @@ def model_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rerank_uid(local_server: LocalServer, model_path):
-    family = {
-        "model_name": NAME,
-        "model_ability": ["rerank"],
-        "max_tokens": 128,
-        "model_specs": [
-            {
-                "model_format": "pytorch",
-                "model_size_in_billions": "0_01",
-                "quantizations": ["none"],
-                "model_uri": f"file://{model_path}",
-            }
-        ],
-    }
-    registered = httpx.post(f"{local_server.api}/model_registrations/rerank", json={"model": family}, timeout=30)
-    assert registered.status_code == 200, registered.text
-    launched = httpx.post(f"{local_server.api}/models", json={"model_name": NAME, "model_type": "rerank"}, timeout=120)
-    assert launched.status_code == 200, launched.text
-    assert launched.json()["model_engine"] == "sentence_transformers"
-    yield NAME
-    httpx.delete(f"{local_server.api}/models/{NAME}", timeout=60)
-    httpx.delete(f"{local_server.api}/model_registrations/rerank/{NAME}", timeout=30)
+    with launched_reranker(local_server, NAME, model_path) as launched:
+        assert launched["model_engine"] == "sentence_transformers"
+        yield NAME
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from tests.model.parsers.recorded import (
     FormatSample,
     TaggedReasoning,
 )
-from tests.model.parsers.test_parsers import chunked
-from xinference.model.parsers import ReasoningTags, ToolCallDelta, get_tool_call_format, parse_tool_calls
+from tests.model.parsers.test_parsers import chunked, split_streamed, stream_calls
+from xinference.model.parsers import ReasoningTags, get_tool_call_format, parse_tool_calls
 from xinference.model.parsers.harmony import HARMONY
 from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.parsers.registry import FORMATS, TOOL_CALL_FORMATS, reasoning_tags_of
@@ -43,25 +43,6 @@ CATALOG_NAMES = [
     "internlm",
     "harmony",
 ]
-
-
-def stream_events(fmt: str, pieces: list[str], tools: list | None) -> tuple[str, list[dict]]:
-    stream = get_tool_call_format(fmt).stream(tools)
-    events = []
-    for piece in pieces:
-        events += stream.feed(piece)
-    events += stream.finish()
-    content, calls = "", []
-    for event in events:
-        if isinstance(event, str):
-            content += event
-        elif event.name is not None:
-            assert isinstance(event, ToolCallDelta) and event.index == len(calls) and event.id
-            calls.append({"id": event.id, "name": event.name, "arguments": ""})
-        else:
-            assert event.id is None and event.index == len(calls) - 1
-            calls[event.index]["arguments"] += event.arguments
-    return content, calls
 
 
 def test_catalog_names_are_registered() -> None:
@@ -99,7 +80,7 @@ def test_whole_text(case: FormatSample) -> None:
 @settings(max_examples=150, deadline=None)
 @given(case=st.sampled_from(FORMAT_CALLS), cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=60))
 def test_streamed_in_random_chunks_equals_whole(case: FormatSample, cuts: list[int]) -> None:
-    content, calls = stream_events(case.fmt, chunked(case.text, cuts), case.tools)
+    content, calls = stream_calls(case.fmt, chunked(case.text, cuts), case.tools)
     assert content == case.content
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == case.calls
 
@@ -165,7 +146,7 @@ def test_any_values_survive_any_chunking(city: str, days: int, fmt: str, cuts: l
         "</｜DSML｜function_calls>",
         "gemma4": f'<|tool_call>call:get_weather{{city:<|"|>{city}<|"|>,days:{days}}}<tool_call|>',
     }[fmt]
-    content, calls = stream_events(fmt, chunked(text, cuts), WEATHER_TOOLS)
+    content, calls = stream_calls(fmt, chunked(text, cuts), WEATHER_TOOLS)
     assert content == ""
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": city, "days": days})]
 
@@ -173,13 +154,7 @@ def test_any_values_survive_any_chunking(city: str, days: int, fmt: str, cuts: l
 @pytest.mark.parametrize("case", REASONING_STYLES, ids=lambda c: c.start)
 def test_reasoning_tag_styles(case: TaggedReasoning) -> None:
     for cuts in ([], [1, 2, 3, 5, 8, 13, 21], list(range(len(case.text)))):
-        stream = ReasoningTags(case.start, case.end).stream(primed=case.primed)
-        parts = {"reasoning": "", "content": ""}
-        for piece in chunked(case.text, cuts):
-            for kind, text in stream.feed(piece):
-                parts[kind] += text
-        for kind, text in stream.finish():
-            parts[kind] += text
+        parts = split_streamed(ReasoningTags(case.start, case.end).stream(primed=case.primed), chunked(case.text, cuts))
         assert (parts["reasoning"].rstrip() or None, parts["content"]) == (case.reasoning, case.content)
 
 
@@ -187,13 +162,7 @@ def test_reasoning_tag_styles(case: TaggedReasoning) -> None:
 def test_harmony_channels(reply: tuple) -> None:
     text, reasoning, content, calls = reply
     for cuts in ([], list(range(len(text)))):
-        stream = HARMONY.stream()
-        parts = {"reasoning": "", "content": ""}
-        for piece in chunked(text, cuts):
-            for kind, piece_text in stream.feed(piece):
-                parts[kind] += piece_text
-        for kind, piece_text in stream.finish():
-            parts[kind] += piece_text
+        parts = split_streamed(HARMONY.stream(), chunked(text, cuts))
         assert (parts["reasoning"] or None) == reasoning
         rest, found = parse_tool_calls(get_tool_call_format("harmony"), parts["content"])
         assert rest == content
@@ -340,7 +309,7 @@ def test_any_text_streams_as_it_parses_whole(pieces: list[str], fmt: str, cuts: 
     """Whatever the model writes: no exception, nothing lost or duplicated, the same answer however it is cut."""
     text = "".join(pieces)
     content, calls = parse_tool_calls(get_tool_call_format(fmt), text, WEATHER_TOOLS)
-    streamed_content, streamed_calls = stream_events(fmt, chunked(text, cuts), WEATHER_TOOLS)
+    streamed_content, streamed_calls = stream_calls(fmt, chunked(text, cuts), WEATHER_TOOLS)
     assert streamed_content == content
     assert [(c["name"], c["arguments"]) for c in streamed_calls] == [(c.name, c.arguments) for c in calls]
     for call in calls:

@@ -18,6 +18,7 @@ from xinference.model.parsers import (
     split_reasoning,
     tool_call_format_of,
 )
+from xinference.model.parsers.reasoning import ReasoningSplitter
 from xinference.model.registry import ModelRegistry
 from xinference.model.spec import ModelFamily
 
@@ -28,8 +29,20 @@ def chunked(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-def stream_calls(fmt_name: str, pieces: list[str]) -> tuple[str, list[dict]]:
-    stream = get_tool_call_format(fmt_name).stream()
+def split_streamed(stream: ReasoningSplitter, pieces: list[str]) -> dict[str, str]:
+    """The reasoning and the content a reasoning stream makes of ``pieces`` (its events joined per kind)."""
+    parts = {"reasoning": "", "content": ""}
+    for piece in pieces:
+        for kind, text in stream.feed(piece):
+            parts[kind] += text
+    for kind, text in stream.finish():
+        parts[kind] += text
+    return parts
+
+
+def stream_calls(fmt_name: str, pieces: list[str], tools: list | None = None) -> tuple[str, list[dict]]:
+    """Content and calls (id, name, arguments) from streaming ``pieces``, checking the events' order and ids."""
+    stream = get_tool_call_format(fmt_name).stream(tools)
     events = []
     for piece in pieces:
         events += stream.feed(piece)
@@ -91,13 +104,7 @@ def test_reasoning_whole(case: Reasoned) -> None:
 @settings(max_examples=60, deadline=None)
 @given(case=st.sampled_from(REASONING), cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=30))
 def test_reasoning_streamed_in_random_chunks(case: Reasoned, cuts: list[int]) -> None:
-    stream = ReasoningTags().stream(enabled=case.enabled, primed=case.primed)
-    parts = {"reasoning": "", "content": ""}
-    for piece in chunked(case.text, cuts):
-        for kind, text in stream.feed(piece):
-            parts[kind] += text
-    for kind, text in stream.finish():
-        parts[kind] += text
+    parts = split_streamed(ReasoningTags().stream(enabled=case.enabled, primed=case.primed), chunked(case.text, cuts))
     assert (parts["reasoning"].rstrip() or None, parts["content"]) == (case.reasoning, case.content)
     assert "<think>" not in parts["content"] and "</think>" not in parts["content"]
 

@@ -23,6 +23,7 @@ import httpx
 
 from xinference import settings
 from xinference.engines import envs
+from xinference.engines.answers import served_embeddings_answer
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.grammar import forced_tool_choice, forced_tool_schema
@@ -36,7 +37,6 @@ from xinference.engines.llama_cpp.params_tree import load_tree
 from xinference.engines.llama_cpp.pooling import (
     choose_pooling,
     embed_body,
-    embeddings_response,
     rerank_body,
     rerank_response,
     sequence_limit,
@@ -564,7 +564,7 @@ class LlamaCppEngine(Engine):
         assert isinstance(self.config, LlamaCppConfig)
         body = embed_body(request, self.config.normalize, self._dimensions)
         result = await self._pooled("handle_embeddings", body)
-        return embeddings_response(result, self.model_uid, request.get("encoding_format"))
+        return served_embeddings_answer(result, self.model_uid, request.get("encoding_format"))
 
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
         """Every document scored against the query through the model's classification head, best first."""

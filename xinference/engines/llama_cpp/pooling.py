@@ -1,5 +1,5 @@
-"""Embedding and rerank models on llama.cpp: how a GGUF file is pooled, and the platform's shapes for the
-answers of llama.cpp's ``/v1/embeddings`` and ``/v1/rerank`` handlers.
+"""Embedding and rerank models on llama.cpp: how a GGUF file is pooled, the requests of llama.cpp's
+``/v1/embeddings`` and ``/v1/rerank`` handlers, and the scores of its rerank answer.
 
 llama.cpp serves a model either for generation or, with ``embedding`` set, for one vector (or one score) per
 input: the hidden states are pooled as ``pooling_type`` says (mean, the first token, the last token, or ``rank``:
@@ -8,16 +8,16 @@ the first token through the classification head). The GGUF header names the mode
 overrides it. A file without one cannot be served as an embedding model without that option, and a reranker
 must carry its classification head (``cls`` / ``cls.output`` tensors), which is checked before anything loads.
 
-Pure functions: the engine reads the header, calls llama.cpp and hands the results here.
+Pure functions: the engine reads the header, calls llama.cpp and hands the results here; the answers' shapes are
+built by :mod:`xinference.engines.answers`, as on every engine.
 """
 
 from __future__ import annotations
 
-import base64
 import math
-import uuid
 from typing import TYPE_CHECKING, Any
 
+from xinference.engines.answers import rerank_answer, served_scores
 from xinference.errors import InvalidRequest, LaunchFailed
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ __all__ = [
     "POOLING_NAMES",
     "choose_pooling",
     "embed_body",
-    "embeddings_response",
     "rerank_body",
     "rerank_response",
     "sequence_limit",
@@ -82,32 +81,6 @@ def embed_body(request: dict[str, Any], normalize: bool, native_dimensions: int)
     return {"input": list(request["input"]), "embd_normalize": 2 if normalize else -1, "encoding_format": "float"}
 
 
-def embeddings_response(result: dict[str, Any], model_uid: str, encoding: str | None) -> dict[str, Any]:
-    """The OpenAI ``list`` of embeddings from llama.cpp's answer, in input order, named after the model uid."""
-    rows = sorted(result.get("data") or [], key=lambda row: int(row.get("index", 0)))
-    data = []
-    for index, row in enumerate(rows):
-        vector: list[float] = row["embedding"]
-        if encoding == "base64":
-            data.append({"object": "embedding", "index": index, "embedding": _base64(vector)})
-        else:
-            data.append({"object": "embedding", "index": index, "embedding": vector})
-    usage = result.get("usage") or {}
-    tokens = int(usage.get("prompt_tokens") or 0)
-    return {
-        "object": "list",
-        "data": data,
-        "model": model_uid,
-        "usage": {"prompt_tokens": tokens, "total_tokens": int(usage.get("total_tokens") or tokens)},
-    }
-
-
-def _base64(vector: list[float]) -> str:
-    import numpy as np
-
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-
-
 def rerank_body(request: dict[str, Any]) -> dict[str, Any]:
     """llama.cpp's rerank request: every document is scored (``top_n`` is applied on the way back)."""
     documents = list(request["documents"])
@@ -121,32 +94,9 @@ def rerank_response(
 
     ``activation`` ``sigmoid`` maps the classifier's logit to a 0-1 relevance score, as sentence-transformers'
     CrossEncoder does for one-label models (so a model scores alike on both engines); ``none`` keeps the logit."""
-    scored = []
-    for row in result.get("results") or []:
-        index = int(row["index"])
-        score = float(row["relevance_score"])
-        scored.append((index, _sigmoid(score) if activation == "sigmoid" else score))
-    scored.sort(key=lambda item: item[1], reverse=True)
-    if top_n is not None:
-        scored = scored[:top_n]
+    scored = [(index, _sigmoid(score) if activation == "sigmoid" else score) for index, score in served_scores(result)]
     usage = result.get("usage") or {}
-    return {
-        "id": str(uuid.uuid4()),
-        "results": [
-            {
-                "index": index,
-                "relevance_score": score,
-                "document": {"text": documents[index]} if return_documents else None,
-            }
-            for index, score in scored
-        ],
-        "meta": {
-            "api_version": None,
-            "billed_units": None,
-            "tokens": {"input_tokens": int(usage.get("prompt_tokens") or 0), "output_tokens": 0},
-            "warnings": None,
-        },
-    }
+    return rerank_answer(scored, documents, top_n, return_documents, int(usage.get("prompt_tokens") or 0))
 
 
 def _sigmoid(value: float) -> float:

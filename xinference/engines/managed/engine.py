@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import httpx
 
 from xinference.engines import envs
+from xinference.engines.answers import served_embeddings_answer
 from xinference.engines.base import ChunkStream, Engine, Verdict
-from xinference.engines.managed.pooling import embed_request, embeddings_answer, rerank_answer, rerank_request
+from xinference.engines.managed.pooling import embed_request, rerank_answer, rerank_request
 from xinference.engines.managed.process import ServerProcess, free_loopback_port, scrub
 from xinference.engines.managed.sse import SSEResponse, open_sse
 from xinference.engines.managed.tools import ForcedToolCall, forced_tool_call
@@ -565,7 +566,7 @@ class ManagedServerEngine(Engine):
         if self.family.model_type != "embedding":
             raise self._unsupported("embed")
         data = await self._post("/v1/embeddings", embed_request(self.model_uid, request))
-        return embeddings_answer(data, self.model_uid, request.get("encoding_format"))
+        return served_embeddings_answer(data, self.model_uid, request.get("encoding_format"))
 
     async def rerank(self, request: dict[str, Any]) -> dict[str, Any]:
         """A reranker's scores through the server's ``/v1/rerank``, in the platform's rerank shape."""

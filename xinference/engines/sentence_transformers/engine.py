@@ -22,15 +22,14 @@ classes to its own code (``auto_map``: jina, nomic, gte-multilingual) loads only
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
 import os
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
+from xinference.engines.answers import embeddings_answer, encode_embedding, rerank_answer
 from xinference.engines.base import Engine, Verdict
 from xinference.engines.envs.libcheck import check_library
 from xinference.engines.sentence_transformers.batcher import Batcher
@@ -345,16 +344,8 @@ class SentenceTransformersEngine(Engine):
         dimensions = self._check_dimensions(request.get("dimensions"))
         results = await batcher.submit(texts)
         encoding = request.get("encoding_format") or "float"
-        data = []
-        for index, (vector, _) in enumerate(results):
-            data.append({"object": "embedding", "index": index, "embedding": _encode(vector, dimensions, encoding)})
-        tokens = sum(n for _, n in results)
-        return {
-            "object": "list",
-            "data": data,
-            "model": self.model_uid,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        embeddings = [_encode(vector, dimensions, encoding) for vector, _ in results]
+        return embeddings_answer(embeddings, self.model_uid, sum(n for _, n in results))
 
     def _as_text(self, item: Any, index: int) -> str:
         if isinstance(item, str):
@@ -394,29 +385,13 @@ class SentenceTransformersEngine(Engine):
         query: str = request["query"]
         documents: list[str] = list(request["documents"])
         results = await batcher.submit([(query, doc) for doc in documents])
-        order = sorted(range(len(documents)), key=lambda i: results[i][0], reverse=True)
-        top_n = request.get("top_n")
-        if top_n is not None:
-            order = order[:top_n]
-        keep_text = request.get("return_documents")
-        tokens = sum(n for _, n in results)
-        return {
-            "id": str(uuid.uuid4()),
-            "results": [
-                {
-                    "index": i,
-                    "relevance_score": results[i][0],
-                    "document": {"text": documents[i]} if keep_text else None,
-                }
-                for i in order
-            ],
-            "meta": {
-                "api_version": None,
-                "billed_units": None,
-                "tokens": {"input_tokens": tokens, "output_tokens": 0},
-                "warnings": None,
-            },
-        }
+        return rerank_answer(
+            [(index, score) for index, (score, _) in enumerate(results)],
+            documents,
+            request.get("top_n"),
+            bool(request.get("return_documents")),
+            sum(n for _, n in results),
+        )
 
 
 def _read_model_config(model_path: str) -> dict[str, Any]:
@@ -441,7 +416,5 @@ def _encode(vector: Any, dimensions: int | None, encoding: str) -> list[float] |
         norm = float(np.linalg.norm(values))
         if norm > 0:
             values = values / norm
-    if encoding == "base64":
-        return base64.b64encode(values.astype("<f4").tobytes()).decode("ascii")
-    result: list[float] = values.tolist()
-    return result
+    floats: list[float] = values.tolist()
+    return encode_embedding(floats, encoding)

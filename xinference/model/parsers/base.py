@@ -10,16 +10,43 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "ObjectScan",
     "ParsedCall",
+    "StepStream",
     "ToolCallDelta",
     "new_call_id",
     "scan_object",
     "scan_value",
 ]
+
+
+E = TypeVar("E")
+
+
+class StepStream(Generic[E]):
+    """The loop every incremental parser shares: ``feed(delta)`` buffers the text in ``_buf`` and runs ``_step``
+    until the buffer is empty or a step cannot decide yet (it returns False: more text is needed, or ``final`` has
+    settled everything it can). A subclass sets ``_buf`` to ``""`` in ``__init__``, writes ``_step`` and its own
+    ``finish`` (which drains with ``final`` and then says what the leftovers are)."""
+
+    _buf: str
+
+    def feed(self, delta: str) -> list[E]:
+        self._buf += delta
+        return self._drain(final=False)
+
+    def _drain(self, final: bool) -> list[E]:
+        events: list[E] = []
+        while self._buf and self._step(events, final):
+            pass
+        return events
+
+    def _step(self, events: list[E], final: bool) -> bool:
+        """Consume a piece of ``_buf`` (appending what it means to ``events``); False when nothing could be."""
+        raise NotImplementedError
 
 
 def new_call_id() -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from xinference.model.parsers.base import ToolCallDelta, new_call_id
+from xinference.model.parsers.base import StepStream, ToolCallDelta, new_call_id
 from xinference.model.parsers.tool_calls import ToolCallFormat, ToolEvent, Tools, _held_suffix
 
 __all__ = [
@@ -94,7 +94,7 @@ class BlockCallFormat(ToolCallFormat):
         return BlockCallStream(self, tools)
 
 
-class BlockCallStream:
+class BlockCallStream(StepStream[ToolEvent]):
     """Incremental parser of one message for a :class:`BlockCallFormat`."""
 
     def __init__(self, fmt: BlockCallFormat, tools: Tools | None = None) -> None:
@@ -108,10 +108,6 @@ class BlockCallStream:
         self._region_calls = 0
         self._opener_len = 0  # a Bad region that began at an opener gives back at least the opener
 
-    def feed(self, delta: str) -> list[ToolEvent]:
-        self._buf += delta
-        return self._drain(final=False)
-
     def finish(self) -> list[ToolEvent]:
         events = self._drain(final=True)
         if self._in_calls:  # markers with no call after them (a section opener the message ended on): content
@@ -119,13 +115,8 @@ class BlockCallStream:
             self._buf, self._pending, self._in_calls = "", "", False
         return events
 
-    def _drain(self, final: bool) -> list[ToolEvent]:
-        events: list[ToolEvent] = []
-        while self._buf:
-            progressed = self._calls_step(events, final) if self._in_calls else self._content_step(events, final)
-            if not progressed:
-                break
-        return events
+    def _step(self, events: list[ToolEvent], final: bool) -> bool:
+        return self._calls_step(events, final) if self._in_calls else self._content_step(events, final)
 
     def _enter(self, opener_len: int) -> None:
         self._in_calls, self._pending, self._region_calls, self._opener_len = True, "", 0, opener_len

@@ -20,8 +20,9 @@ import json
 import re
 from typing import Literal
 
+from xinference.model.parsers.base import StepStream
 from xinference.model.parsers.blocks import Bad, BlockCallFormat, Call, Done, Found, Skip, Step
-from xinference.model.parsers.reasoning import ReasoningEvent, ReasoningTags
+from xinference.model.parsers.reasoning import ReasoningEvent, ReasoningTags, add_event
 from xinference.model.parsers.tool_calls import Tools
 
 __all__ = ["HARMONY", "HARMONY_CALLS", "HarmonyStream", "HarmonyTags"]
@@ -46,7 +47,7 @@ def _held(text: str, markers: tuple[str, ...]) -> int:
     return best
 
 
-class HarmonyStream:
+class HarmonyStream(StepStream[ReasoningEvent]):
     """Incremental splitter of one harmony reply; the same ``feed``/``finish`` contract as ReasoningStream."""
 
     def __init__(self) -> None:
@@ -56,27 +57,18 @@ class HarmonyStream:
         self._recipient = ""
         self._call_body = ""
 
-    def feed(self, delta: str) -> list[ReasoningEvent]:
-        self._buf += delta
-        return self._drain(final=False)
-
     def finish(self) -> list[ReasoningEvent]:
         events = self._drain(final=True)
         if self._phase == "body" and self._kind == "call":
-            _emit(events, "content", self._canonical())  # cut off before <|call|>: the tool parser decides
+            add_event(events, "content", self._canonical())  # cut off before <|call|>: the tool parser decides
         elif self._buf:
-            _emit(events, "reasoning" if self._phase == "body" and self._kind == "reasoning" else "content", self._buf)
+            reasoning = self._phase == "body" and self._kind == "reasoning"
+            add_event(events, "reasoning" if reasoning else "content", self._buf)
         self._buf = ""
         return events
 
     def _canonical(self) -> str:
         return f"{CHANNEL}commentary to={self._recipient}{MESSAGE}{self._call_body}<|call|>"
-
-    def _drain(self, final: bool) -> list[ReasoningEvent]:
-        events: list[ReasoningEvent] = []
-        while self._buf and self._step(events, final):
-            pass
-        return events
 
     def _step(self, events: list[ReasoningEvent], final: bool) -> bool:
         if self._phase == "between":
@@ -99,7 +91,7 @@ class HarmonyStream:
         index = self._buf.find(MESSAGE)
         if index < 0:
             if final:
-                _emit(events, "content", self._buf)
+                add_event(events, "content", self._buf)
                 self._buf = ""
             return False
         header, self._buf = self._buf[:index], self._buf[index + len(MESSAGE) :]
@@ -121,7 +113,7 @@ class HarmonyStream:
             self._take(events, self._buf[:index])
             self._buf = self._buf[index + (len(marker) if marker != START else 0) :]
             if self._kind == "call":
-                _emit(events, "content", self._canonical())
+                add_event(events, "content", self._canonical())
             self._phase = "between"
             return True
         keep = 0 if final else _held(self._buf, markers)
@@ -133,16 +125,7 @@ class HarmonyStream:
         if self._kind == "call":
             self._call_body += text
         else:
-            _emit(events, "reasoning" if self._kind == "reasoning" else "content", text)
-
-
-def _emit(events: list[ReasoningEvent], kind: Literal["reasoning", "content"], text: str) -> None:
-    if not text:
-        return
-    if events and events[-1][0] == kind:
-        events[-1] = (kind, events[-1][1] + text)
-    else:
-        events.append((kind, text))
+            add_event(events, "reasoning" if self._kind == "reasoning" else "content", text)
 
 
 class HarmonyTags(ReasoningTags):

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from xinference.model.parsers.base import StepStream
+
 __all__ = ["ReasoningEvent", "ReasoningSplitter", "ReasoningStream", "ReasoningTags", "split_reasoning"]
 
 #: ``("reasoning" | "content", text)``
@@ -44,7 +46,7 @@ class ReasoningSplitter(Protocol):
     def finish(self) -> list[ReasoningEvent]: ...
 
 
-class ReasoningStream:
+class ReasoningStream(StepStream[ReasoningEvent]):
     """Incremental splitter of one message; ``feed(delta)`` then ``finish()``, each returns events in order."""
 
     def __init__(self, tags: ReasoningTags, *, enabled: bool = True, primed: bool = False) -> None:
@@ -56,22 +58,12 @@ class ReasoningStream:
         self._at_section_start = True  # blanks at the start of a section are dropped
         self._echo_possible = primed  # a primed reply may still open with the start tag: it is dropped
 
-    def feed(self, delta: str) -> list[ReasoningEvent]:
-        self._buf += delta
-        return self._drain(final=False)
-
     def finish(self) -> list[ReasoningEvent]:
         events = self._drain(final=True)
         if self._buf:
             kind: Literal["reasoning", "content"] = "reasoning" if self._phase == "reasoning" else "content"
             self._emit(events, kind, self._buf)
             self._buf = ""
-        return events
-
-    def _drain(self, final: bool) -> list[ReasoningEvent]:
-        events: list[ReasoningEvent] = []
-        while self._buf and self._step(events, final):
-            pass
         return events
 
     def _step(self, events: list[ReasoningEvent], final: bool) -> bool:
@@ -133,12 +125,18 @@ class ReasoningStream:
             if not text:
                 return
             self._at_section_start = False
-        if not text:
-            return
-        if events and events[-1][0] == kind:
-            events[-1] = (kind, events[-1][1] + text)
-        else:
-            events.append((kind, text))
+        add_event(events, kind, text)
+
+
+def add_event(events: list[ReasoningEvent], kind: Literal["reasoning", "content"], text: str) -> None:
+    """Append ``text`` of ``kind`` to ``events``, joined to the last event when it is of the same kind (nothing
+    for empty text)."""
+    if not text:
+        return
+    if events and events[-1][0] == kind:
+        events[-1] = (kind, events[-1][1] + text)
+    else:
+        events.append((kind, text))
 
 
 def _held_suffix(text: str, marker: str) -> int:

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
-from xinference.model.parsers.base import ParsedCall, ToolCallDelta, new_call_id, scan_object
+from xinference.model.parsers.base import ParsedCall, StepStream, ToolCallDelta, new_call_id, scan_object
 
 __all__ = ["CallStream", "ToolCallFormat", "ToolCallStream", "ToolEvent", "Tools", "parse_tool_calls"]
 
@@ -83,7 +83,7 @@ class _OpenCall:
     sent_arguments: int = 0  # characters of the arguments value already sent
 
 
-class ToolCallStream:
+class ToolCallStream(StepStream[ToolEvent]):
     """Incremental parser of one message. ``feed(delta)`` then ``finish()``; both return events in order."""
 
     def __init__(self, fmt: ToolCallFormat) -> None:
@@ -96,10 +96,6 @@ class ToolCallStream:
         self._region_calls = 0  # calls since the region opened (its opener is given back while there are none)
         self.calls = 0
 
-    def feed(self, delta: str) -> list[ToolEvent]:
-        self._buf += delta
-        return self._drain(final=False)
-
     def finish(self) -> list[ToolEvent]:
         events = self._drain(final=True)
         if self._in_calls and self._call is None:
@@ -107,13 +103,8 @@ class ToolCallStream:
         return events
 
     # -- content ---------------------------------------------------------------------------------------------------
-    def _drain(self, final: bool) -> list[ToolEvent]:
-        events: list[ToolEvent] = []
-        while self._buf:
-            progressed = self._calls_step(events, final) if self._in_calls else self._content_step(events, final)
-            if not progressed:
-                break
-        return events
+    def _step(self, events: list[ToolEvent], final: bool) -> bool:
+        return self._calls_step(events, final) if self._in_calls else self._content_step(events, final)
 
     def _content_step(self, events: list[ToolEvent], final: bool) -> bool:
         buf = self._buf
