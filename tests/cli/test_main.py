@@ -69,6 +69,8 @@ def test_every_command_is_on_the_group() -> None:
         "devices",
         "launch-history",
         "chat",
+        "transcribe",
+        "speak",
     }
 
 
