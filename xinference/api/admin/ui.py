@@ -32,8 +32,9 @@ def content_security_policy(index_html: str) -> str:
     inline = re.findall(r"<script(?![^>]*\ssrc=)[^>]*>(.*?)</script>", index_html, re.S)
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in inline)
     return (
-        "default-src 'self'; script-src 'self' " + hashes + "; style-src 'self'; img-src 'self' data:; media-src 'self' blob:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "default-src 'self'; script-src 'self' " + hashes + "; style-src 'self'; img-src 'self' data:; "
+        "media-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
     )
 
 
