@@ -275,3 +275,41 @@ def test_cosine_similarity(page: Any) -> None:
     """,
     )
     assert values == [1, 0, -1, 0]
+
+
+def test_recording_suffix_follows_the_recorders_mime_type(page: Any) -> None:
+    suffixes = run(
+        page,
+        "pages/audio.js",
+        """
+        return ['audio/webm;codecs=opus', 'audio/ogg; codecs=opus', 'audio/mp4', '', 'audio/x-unknown']
+          .map(m.recordingSuffix);
+    """,
+    )
+    assert suffixes == ["webm", "ogg", "m4a", "webm", "webm"]
+
+
+def test_request_sends_form_data_as_multipart_and_objects_as_json(page: Any, ui_static: str) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def answer(route: Any) -> None:
+        seen.append((route.request.headers.get("content-type", ""), route.request.post_data or ""))
+        route.fulfill(status=200, body="{}", content_type="application/json")
+
+    page.route(f"{ui_static}/echo", answer)
+    run(
+        page,
+        "lib/api.js",
+        """
+        const form = new FormData();
+        form.append('model', 'w');
+        form.append('file', new Blob(['RIFF'], {type: 'audio/wav'}), 'a.wav');
+        await m.request('/echo', {method: 'POST', body: form});
+        await m.request('/echo', {method: 'POST', body: {model: 'w'}});
+    """,
+    )
+    page.unroute(f"{ui_static}/echo")
+    (form_type, form_body), (json_type, json_body) = seen
+    assert form_type.startswith("multipart/form-data; boundary=")
+    assert 'name="file"; filename="a.wav"' in form_body and 'name="model"' in form_body
+    assert json_type == "application/json" and json_body == '{"model":"w"}'

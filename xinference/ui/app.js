@@ -8,6 +8,7 @@ import { LaunchPage } from "./pages/launch.js";
 import { RunningPage } from "./pages/running.js";
 import { ChatPage } from "./pages/chat.js";
 import { TryPage } from "./pages/try.js";
+import { AudioPage } from "./pages/audio.js";
 import { LogsPage } from "./pages/logs.js";
 import { ClusterPage } from "./pages/cluster.js";
 import { RegisterPage } from "./pages/register.js";
@@ -17,6 +18,7 @@ const PAGES = {
   running: { title: "Running models", component: RunningPage, nav: true },
   chat: { title: "Chat", component: ChatPage, nav: true },
   try: { title: "Embeddings & rerank", component: TryPage, nav: true },
+  audio: { title: "Audio", component: AudioPage, nav: true },
   register: { title: "Register a model", component: RegisterPage, nav: true },
   cluster: { title: "Cluster", component: ClusterPage, nav: true },
   logs: { title: "Logs", component: LogsPage, nav: true },

@@ -20,6 +20,8 @@ def test_ui_is_served_and_root_redirects(local_server: LocalServer) -> None:
     assert "https://" not in page.text  # nothing loaded from elsewhere
     csp = page.headers["content-security-policy"]
     assert "script-src 'self' 'sha256-" in csp and "unsafe" not in csp and "frame-ancestors 'none'" in csp
+    # the Audio page plays what it made (blob: URLs only the page itself can create), nothing from elsewhere
+    assert "media-src 'self' blob:;" in csp
     assert httpx.get(f"{local_server.endpoint}/ui/nope.js", timeout=10).status_code == 404
     assert httpx.get(f"{local_server.endpoint}/ui/%2e%2e/settings.py", timeout=10).status_code == 404
 

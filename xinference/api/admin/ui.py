@@ -26,12 +26,15 @@ UI_DIR = Path(__file__).resolve().parent.parent.parent / "ui"
 
 def content_security_policy(index_html: str) -> str:
     """Only this server's own scripts (and index.html's two inline ones, by hash) may run, only this server may be
-    fetched, and no other site may frame the UI: a second wall behind the sanitising of model output."""
+    fetched, and no other site may frame the UI: a second wall behind the sanitising of model output. Media may also
+    come from ``blob:`` URLs, which only this page can make: the Audio page plays the speech and the recording it
+    holds in memory."""
     inline = re.findall(r"<script(?![^>]*\ssrc=)[^>]*>(.*?)</script>", index_html, re.S)
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in inline)
     return (
         "default-src 'self'; script-src 'self' " + hashes + "; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "media-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
     )
 
 

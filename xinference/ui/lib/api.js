@@ -65,8 +65,11 @@ export async function request(path, { method = "GET", body, signal, query } = {}
     const text = params.toString();
     if (text) url += (url.includes("?") ? "&" : "?") + text;
   }
-  const init = { method, signal, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
-  if (body !== undefined) init.body = JSON.stringify(body);
+  // A FormData body goes as multipart (the browser writes its Content-Type with the boundary); others as JSON.
+  const form = typeof FormData !== "undefined" && body instanceof FormData;
+  const json = body !== undefined && !form;
+  const init = { method, signal, headers: headers(json ? { "Content-Type": "application/json" } : {}) };
+  if (body !== undefined) init.body = form ? body : JSON.stringify(body);
   const response = await fetch(url, init);
   if (!response.ok) throw await failure(response);
   return response;

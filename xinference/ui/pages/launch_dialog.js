@@ -155,6 +155,8 @@ export function LaunchProgress({ uid }) {
         ${status === "launching" && html`<button onClick=${cancel}>Cancel launch</button>`}
         ${status === "ready" && (model.model_ability || []).includes("chat")
           && html`<a class="button primary" href=${"#/chat/" + encodeURIComponent(uid)}>Chat with it</a>`}
+        ${status === "ready" && model.model_type === "audio"
+          && html`<a class="button primary" href=${"#/audio/" + encodeURIComponent(uid)}>Try it</a>`}
         <a class="button" href="#/running">Running models</a>
       </div>
     </div>`;

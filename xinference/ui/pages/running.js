@@ -20,6 +20,7 @@ function tryLink(model) {
   const abilities = model.model_ability || [];
   if (abilities.includes("chat")) return ["Chat", "#/chat/"];
   if (model.model_type === "embedding" || model.model_type === "rerank") return ["Try", "#/try/"];
+  if (model.model_type === "audio") return ["Try", "#/audio/"];
   return null;
 }
 
