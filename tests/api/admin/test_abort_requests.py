@@ -1,7 +1,12 @@
-"""``POST /v1/models/{uid}/requests/{request_id}/abort`` on the shared server: a chat or completion sent with
+"""``POST /v1/models/{uid}/requests/{request_id}/abort`` on this module's own server: a chat or completion sent with
 ``request_id`` really stops (the engine's slot is freed, generation stops), a stream ends with an error frame, a
 whole response with a 409, and the id stays refused for ``block_duration`` seconds. Also through Xinference's own
-client and ours (sync and async)."""
+client and ours (sync and async).
+
+The module runs its own server, not the session's: once, in two full runs out of three, the session's shared
+llama.cpp model answered greedy prompts with garbage for the rest of the run after these aborts (a slot whose state
+an abort left inconsistent is the suspect; not reproduced in isolation, under investigation). Until that is found,
+an abort here must not decide what every later test of the session sees."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -17,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from xinference_client import RESTfulClient as OfficialClient
 
-from tests.conftest import DEFAULT_MODEL, LocalServer
+from tests.conftest import DEFAULT_MODEL, LocalServer, start_local_server
 from xinference.client import AsyncClient, Client, ClientError
 
 LONG = {
@@ -26,6 +31,20 @@ LONG = {
     "max_tokens": 3000,
     "ignore_eos": True,
 }
+
+
+@pytest.fixture(scope="module")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    """This module's own server with the default chat model (see the module docstring for why not the shared one)."""
+    server = start_local_server(tmp_path_factory.mktemp("abort-home"))
+    try:
+        response = httpx.post(
+            f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}, timeout=120
+        )
+        assert response.status_code == 200, response.text
+        yield server
+    finally:
+        server.stop_and_reap()
 
 
 def _engine(server: LocalServer, name: str) -> float:
