@@ -297,7 +297,7 @@ class ManagedServerEngine(Engine):
                 raise LaunchFailed(f"{self.name} cannot start on this worker: {verdict.reason}")
         python = self.server_python()
         self._port = port = free_loopback_port()
-        self.api_key = api_key = secrets.token_urlsafe(24)
+        self.api_key = api_key = secrets.token_hex(24)  # hex: a key starting with "-" would read as an option
         argv = self.server_args(python=python, port=port, api_key=api_key)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.server_env()}
         self.stage = f"starting {self.name}'s server"
