@@ -135,7 +135,7 @@ def decode_image(data: bytes, param: str, max_pixels: int = MAX_IMAGE_PIXELS) ->
                     f"the image is {width}x{height} pixels, over the limit of {max_pixels} pixels", param=param
                 )
             probe.load()
-            image = probe.convert("RGB")
+            image: Image.Image = probe.convert("RGB")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise InvalidRequest(f"the image cannot be read ({exc.__class__.__name__}: {exc})", param=param) from exc
     except Image.DecompressionBombError as exc:
