@@ -133,6 +133,7 @@ def test_translation_runs_the_translate_task_in_every_format(
     assert verbose.task == "translate" and verbose.language == "english"  # OpenAI: the language written
     assert 3.0 < verbose.duration < 8.0 and verbose.segments
     assert all(0.0 <= s.start <= s.end for s in verbose.segments)
+    assert [s.id for s in verbose.segments] == list(range(len(verbose.segments)))  # OpenAI counts from 0
     assert _tokens(verbose) == translated and _tokens(verbose) != transcribed
 
     plain = client.audio.translations.create(model=uid, file=wav)

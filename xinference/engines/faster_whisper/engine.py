@@ -303,7 +303,7 @@ class FasterWhisperEngine(Engine):
 
     def _run(self, audio: Any, options: dict[str, Any]) -> dict[str, Any]:
         segments, info = self._model.transcribe(audio, **options)
-        rows = [_segment(s) for s in segments]  # decoding happens while the generator is read
+        rows = [_segment(s, index) for index, s in enumerate(segments)]  # decoding happens while it is read
         words = [w for s in rows for w in s.pop("words")]
         return {
             "text": "".join(s["text"] for s in rows).strip(),
@@ -350,13 +350,14 @@ def _model_languages(model: Any) -> frozenset[str]:
     return frozenset(code for code in _LANGUAGE_CODES if tokenizer.token_to_id(f"<|{code}|>") is not None)
 
 
-def _segment(segment: Any) -> dict[str, Any]:
+def _segment(segment: Any, index: int) -> dict[str, Any]:
+    """A segment as OpenAI's verbose_json has it (``id`` counts from 0 there; faster-whisper's from 1)."""
     words = [
         {"word": w.word, "start": round(float(w.start), 3), "end": round(float(w.end), 3)}
         for w in (segment.words or ())
     ]
     return {
-        "id": int(segment.id),
+        "id": index,
         "seek": int(segment.seek),
         "start": round(float(segment.start), 3),
         "end": round(float(segment.end), 3),
