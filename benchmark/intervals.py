@@ -27,6 +27,7 @@ from typing import Any, Literal
 __all__ = [
     "CONFIDENCE",
     "MIN_ROUNDS",
+    "Direction",
     "Estimate",
     "Outcome",
     "difference_estimate",
