@@ -213,6 +213,20 @@ def _control_section(control: dict[str, Any]) -> list[str]:
             f"{_n(median_or_none(logged))} s",
         ],
         [
+            "  CPU the platform spent until ready",
+            ", ".join(_n(v) for v in control.get("ready_cpu_seconds", [])) + " s",
+            f"{_n(control.get('ready_cpu_seconds_median'))} s",
+        ],
+        [
+            "  importing the start path (`import xinference.deploy.local`), CPU / peak RSS",
+            f"{_n((control.get('imports') or {}).get('cpu_seconds'))} s / "
+            f"{_n((control.get('imports') or {}).get('peak_rss_mb'), 0)} MiB",
+            ", ".join(
+                f"{m['module']} {m['cumulative_ms']:.0f} ms"
+                for m in (control.get("imports") or {}).get("slowest", [])[:5]
+            ),
+        ],
+        [
             "model launch, POST /v1/models wall",
             ", ".join(_n(v) for v in control["launch_seconds"]) + " s",
             f"{_n(control['launch_seconds_median'])} s",
