@@ -1,6 +1,6 @@
 """Every benchmark in one go, with small defaults, written up next to DESIGN §6's targets.
 
-    python -m benchmark.run_all            # ~20-25 minutes on 2 idle cores (make bench)
+    python -m benchmark.run_all            # 7 rounds: an estimated 45-60 minutes on 2 idle cores (make bench)
     python -m benchmark.run_all --skip-engines --skip-engine-launch   # llama.cpp only, ~6 minutes
 
 Runs, each starting and stopping its own servers: :mod:`benchmark.bench_control_plane`,
