@@ -15,7 +15,8 @@ cudf here). A later ``import pandas`` (an engine's dependency, a test) gets the 
 module globals keep the placeholder.
 
 Nothing happens when xoscar, pandas or scipy is already imported, so the order of imports can only lose the
-saving, never break xoscar. ``XINFERENCE_XOSCAR_FULL_IMPORT=1`` turns the finder off.
+saving, never break xoscar. The stand-ins live in ``sys.modules`` only while xoscar's ``__init__`` runs (at start-up,
+before any thread that could import pandas exists). ``XINFERENCE_XOSCAR_FULL_IMPORT=1`` turns the finder off.
 """
 
 from __future__ import annotations
