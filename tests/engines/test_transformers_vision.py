@@ -222,7 +222,8 @@ def test_served_vision_model_with_the_openai_sdk(local_server: LocalServer, fold
 
         seen = ask(with_image(RED))
         blind = ask(text_only())
-        assert seen.choices[0].message.content is not None and seen.usage is not None and blind.usage is not None
+        assert seen.usage is not None and blind.usage is not None
+        assert seen.choices[0].message.content is not None and blind.choices[0].message.content is not None
         assert seen.usage.prompt_tokens - blind.usage.prompt_tokens == IMAGE_TOKENS + 1
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             both = list(pool.map(ask, [with_image(RED), with_image(BLUE)]))
@@ -246,3 +247,20 @@ def test_served_vision_model_with_the_openai_sdk(local_server: LocalServer, fold
         )
         assert bad.status_code == 400, bad.text
         assert bad.json()["error"]["param"] == "messages[0].content[0].image_url"
+
+
+def test_a_vision_model_without_a_processor_fails_its_launch(loop, folder, tmp_path) -> None:
+    """The weights and the tokenizer without the image processor's files: the launch says what is missing instead
+    of serving a model that cannot see."""
+    import shutil
+
+    from xinference.errors import LaunchFailed
+
+    bare = tmp_path / "no-processor"
+    shutil.copytree(folder, bare)
+    for name in ("processor_config.json", "preprocessor_config.json"):
+        (bare / name).unlink()
+    engine = make_engine(bare, "unit-tf-no-processor", ["chat", "vision"])
+    with pytest.raises(LaunchFailed, match="needs its processor files beside the weights"):
+        loop.run_until_complete(engine.load())
+    loop.run_until_complete(engine.unload())

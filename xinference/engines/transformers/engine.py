@@ -261,6 +261,8 @@ def _load_processor(path: Any, common: dict[str, Any]) -> Any:
         processor = AutoProcessor.from_pretrained(path, **common)  # type: ignore[no-untyped-call]
     except ImportError as exc:  # e.g. Qwen2-VL's video processor needs torchvision
         raise LaunchFailed(f"the model's processor needs a library that is not installed: {exc}") from exc
+    except (OSError, ValueError) as exc:  # no preprocessor_config.json, or one Transformers cannot read
+        raise LaunchFailed(f"a vision model needs its processor files beside the weights: {exc}") from exc
     if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
         raise LaunchFailed(
             f"a vision model needs an image processor and a tokenizer in its folder; AutoProcessor found only "
