@@ -240,6 +240,30 @@ def test_served_vision_model_with_the_openai_sdk(local_server: LocalServer, fold
         chunks = list(stream)
         streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert streamed == both[1].choices[0].message.content
+        # Anthropic's image block reaches the same engine as the same image_url part: the same prompt, counted
+        # alike by the answer and by count_tokens
+        block = {
+            "model": name,
+            "max_tokens": 2,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": RED.split(",", 1)[1]},
+                        },
+                        {"type": "text", "text": QUESTION},
+                    ],
+                }
+            ],
+        }
+        message = httpx.post(f"{local_server.api}/messages", json=block, timeout=60)
+        assert message.status_code == 200, message.text
+        assert message.json()["usage"]["input_tokens"] == seen.usage.prompt_tokens
+        counted = httpx.post(f"{local_server.api}/messages/count_tokens", json=block, timeout=60)
+        assert counted.status_code == 200, counted.text
+        assert counted.json()["input_tokens"] == seen.usage.prompt_tokens
         bad = httpx.post(
             f"{local_server.api}/chat/completions",
             json={"model": name, "messages": with_image("data:image/png;base64,AAAA"), "max_tokens": 2},
