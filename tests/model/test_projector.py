@@ -188,3 +188,18 @@ def test_local_weights_have_their_projector_beside_them(tmp_path: Path) -> None:
     assert resolve_projector(spec, str(tmp_path / PROJECTORS[0]), str(weights)) == str(tmp_path / PROJECTORS[0])
     with pytest.raises(LaunchFailed, match="does not exist on this worker"):
         resolve_projector(spec, str(tmp_path / "missing.gguf"), str(weights))
+
+
+def test_catalog_projectors_belong_to_vision_families() -> None:
+    """Every built-in spec that names projectors is a GGUF spec of a family with the vision ability (else the
+    launch would never pick them), and the VL families served as GGUF include Qwen2.5-VL, Qwen3-VL and Gemma 3."""
+    from xinference.model.registry import load_builtin_families
+
+    with_projectors = set()
+    for family in load_builtin_families():
+        for spec in family.model_specs:
+            if spec.multimodal_projectors:
+                assert spec.model_format == "ggufv2", family.model_name
+                assert "vision" in family.model_ability, family.model_name
+                with_projectors.add(family.model_name)
+    assert {"qwen2.5-vl-instruct", "Qwen3-VL-Instruct", "gemma-3-it", "gemma-4"} <= with_projectors
