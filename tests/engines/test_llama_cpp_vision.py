@@ -103,6 +103,13 @@ def test_image_parts_reach_llama_cpp_as_image_url_data_uris() -> None:
     assert image_messages(text_only(), projector=False, model_uid="m") == text_only()
 
 
+def test_the_projector_is_chosen_by_the_launch_not_by_llama_cpp_params() -> None:
+    for options in ({"mmproj.path": "/m/mmproj.gguf"}, {"mmproj": {"path": "/m/mmproj.gguf"}}):
+        with pytest.raises(InvalidRequest, match="with the launch option 'multimodal_projector'"):
+            LlamaCppEngine.parse_config(options)
+    assert "projector" not in json.dumps(LlamaCppEngine.config_class.model_json_schema())  # not a form field
+
+
 # -- in-process: the engine with llama.cpp's mtmd ------------------------------------------------------------------
 def make_engine(model: Path, projector: Path | None, uid: str) -> LlamaCppEngine:
     family = ModelFamily.model_validate(vision_family(uid, model, [projector.name] if projector else []))

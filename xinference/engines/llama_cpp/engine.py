@@ -293,8 +293,8 @@ class LlamaCppEngine(Engine):
     def _plan_vision(self, cfg: ResolvedLlamaCppConfig) -> str:
         """The projector llama.cpp will load, checked first (LaunchFailed when it is not a vision projector), as
         ``"<file> (<projector type>)"``; empty when the model is launched without one."""
-        path = cfg.projector or cfg.params.get("mmproj.path") or ""
-        if not isinstance(path, str) or not path:
+        path = cfg.projector
+        if not path:
             return ""
         if self._pooling is not None:
             raise LaunchFailed(f"a multimodal projector applies to chat models; {self.model_uid} is an embedding model")
