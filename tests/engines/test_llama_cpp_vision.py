@@ -18,7 +18,7 @@ from PIL import Image
 from tests.conftest import LocalServer
 from tests.vision_gguf_models import IMAGE_TOKENS, tiny_vision_gguf, write_projector
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
-from xinference.engines.llama_cpp.vision import check_projector, image_messages
+from xinference.engines.llama_cpp.vision import check_projector, image_messages, without_image_data
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.hardware import detect_hardware
 from xinference.model.spec import ModelFamily
@@ -101,6 +101,10 @@ def test_image_parts_reach_llama_cpp_as_image_url_data_uris() -> None:
         image_messages(messages, projector=False, model_uid="m")
     assert caught.value.param == "messages[1].content[1].image_url"
     assert image_messages(text_only(), projector=False, model_uid="m") == text_only()
+    # rendering the template in Python (reasoning families) sees where images are, never their bytes
+    placed = without_image_data(out)
+    assert placed[1]["content"][1] == {"type": "image_url", "image_url": {"url": ""}}
+    assert placed[1]["content"][0] == out[1]["content"][0] and out[1]["content"][1]["image_url"]["url"] == png
 
 
 def test_the_projector_is_chosen_by_the_launch_not_by_llama_cpp_params() -> None:

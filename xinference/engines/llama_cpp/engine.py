@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
@@ -43,7 +44,7 @@ from xinference.engines.llama_cpp.pooling import (
 )
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
-from xinference.engines.llama_cpp.vision import check_projector, has_images, image_messages
+from xinference.engines.llama_cpp.vision import check_projector, has_images, image_messages, without_image_data
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -300,7 +301,7 @@ class LlamaCppEngine(Engine):
             raise LaunchFailed(f"a multimodal projector applies to chat models; {self.model_uid} is an embedding model")
         kind = check_projector(path, self.model_uid)
         self._vision = True
-        return f"{path.rsplit('/', 1)[-1]} ({kind})"
+        return f"{os.path.basename(path)} ({kind})"
 
     def _auto_gpu_layers(self, cfg: ResolvedLlamaCppConfig) -> GpuLayers | None:
         """Layers that fit in this replica's free VRAM when the user left ``n_gpu_layers`` unset (NVIDIA GPUs;
@@ -427,7 +428,7 @@ class LlamaCppEngine(Engine):
         try:
             prompt = render(
                 self._template,
-                body["messages"],
+                without_image_data(body["messages"]),  # the template only places images; their bytes stay out
                 special_tokens={"bos_token": "", "eos_token": ""},
                 template_kwargs=body.get("chat_template_kwargs"),
                 limits=RenderLimits.for_context(self.resolved.n_ctx),

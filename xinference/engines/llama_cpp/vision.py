@@ -16,12 +16,13 @@ without a projector refuses images with a 400 that names the first one.
 from __future__ import annotations
 
 import io
+import os
 from typing import Any
 
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.images import data_uri, decode_data_uri, decode_image, image_parts
 
-__all__ = ["LLAMA_IMAGE_TYPES", "check_projector", "has_images", "image_messages"]
+__all__ = ["LLAMA_IMAGE_TYPES", "check_projector", "has_images", "image_messages", "without_image_data"]
 
 #: Media types llama.cpp's decoder reads as sent; any other image is re-encoded as PNG first.
 LLAMA_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/jpg", "image/bmp", "image/gif"})
@@ -32,7 +33,7 @@ def check_projector(path: str, model_uid: str) -> str:
     when the file is not a multimodal projector with a vision encoder."""
     from xinference.model.gguf_info import read_gguf_metadata
 
-    name = path.rsplit("/", 1)[-1]
+    name = os.path.basename(path)
     try:
         meta = read_gguf_metadata(path)
     except (OSError, ValueError) as exc:
@@ -93,4 +94,25 @@ def image_messages(messages: list[dict[str, Any]], *, projector: bool, model_uid
         content[part.part_index] = {"type": "image_url", "image_url": {"url": url}}
         message["content"] = content
         out[part.message_index] = message
+    return out
+
+
+def without_image_data(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every ``image_url`` part's URL emptied, for rendering the chat template in Python (a
+    template places an image, it never prints its bytes; a large ``data:`` URI would only weigh on the renderer's
+    bounds)."""
+    if not has_images(messages):
+        return messages
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": ""}}
+                if isinstance(part, dict) and part.get("type") == "image_url"
+                else part
+                for part in content
+            ]
+            message = {**message, "content": content}
+        out.append(message)
     return out
