@@ -251,6 +251,18 @@ def test_a_vision_chat_through_the_platform(local_server: LocalServer, registere
     assert seen.choices[0].message.content and seen.model == registered
     assert seen.usage is not None and plain.usage is not None
     assert seen.usage.prompt_tokens == plain.usage.prompt_tokens + IMAGE_TOKENS
+    # Anthropic's Messages API: an image block reaches the same vision tower, and count_tokens counts it
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png_uri().split(",")[1]}}
+    anthropic_body = {
+        "model": registered,
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}, block]}],
+    }
+    counted = httpx.post(f"{local_server.api}/messages/count_tokens", json=anthropic_body, timeout=60)
+    assert counted.status_code == 200, counted.text
+    answered = httpx.post(f"{local_server.api}/messages", json=anthropic_body, timeout=60)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["usage"]["input_tokens"] == counted.json()["input_tokens"] > IMAGE_TOKENS
     # the launch lists the projectors a spec offers, as Xinference's engine query does
     engines = httpx.get(f"{local_server.api}/engines/{registered}", timeout=30).json()
     assert engines["llama.cpp"][0]["multimodal_projectors"] == ["mmproj-tiny-vision-llama-f32.gguf"]
