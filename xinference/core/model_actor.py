@@ -199,6 +199,21 @@ class ModelActor(xo.StatelessActor):
                 attach_draft, plan.draft, self._on_download, self._load_cancel, plan.download_hub
             )
             engine_config["draft"] = draft.model_dump()
+        if plan.projector is not None:
+            from xinference.model.projector import resolve_projector
+
+            engine_config["projector"] = await asyncio.to_thread(
+                resolve_projector,
+                spec,
+                plan.projector,
+                path,
+                self._on_download,
+                self._load_cancel,
+                download_hub=plan.download_hub,
+                model_path=plan.model_path,
+                model_name=family.model_name,
+                file_progress=self._load_status.update_file,
+            )
         if self._load_cancel.is_set():
             raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
         self._load_progress = 1.0

@@ -229,10 +229,13 @@ def _from_model_src(spec: dict[str, Any], sources: dict[str, Any], index: int) -
             )
         if isinstance(source.get("model_id"), str):
             ids[hub] = source["model_id"]
-        for name in ("quantizations", "model_file_name_template", "model_revision"):
+        for name in ("quantizations", "model_file_name_template", "model_revision", "multimodal_projectors"):
             value = source.get(name)
             if value is not None and name not in spec and (hub == "huggingface" or name == "quantizations"):
                 spec[name] = value
+        projectors = source.get("multimodal_projectors")  # the same files on every hub: any hub's list will do
+        if projectors is not None and "multimodal_projectors" not in spec:
+            spec["multimodal_projectors"] = projectors
         if hub == "huggingface" and "model_id" not in spec and isinstance(source.get("model_id"), str):
             spec["model_id"] = source["model_id"]
     if ids:

@@ -127,6 +127,12 @@ class ModelSpec(_Strict):
         default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
     )
     draft_model: DraftModel | None = Field(default=None, description="the draft model enable_mtp attaches")
+    multimodal_projectors: list[str] = Field(
+        default_factory=list,
+        description="ggufv2 vision models: the projector (mmproj) files of the repository, beside the weights; the "
+        "launch option multimodal_projector picks one (default: the first). A local spec (model_uri) may also give "
+        "absolute paths",
+    )
     kept_fields: dict[str, Any] = Field(
         default_factory=dict,
         description="fields of Xinference's registration JSON accepted but not acted on here "
@@ -150,6 +156,16 @@ class ModelSpec(_Strict):
             raise ValueError("sizes are written like 7 or '0_5' (billions, '_' for the decimal point)")
         return value
 
+    @field_validator("multimodal_projectors")
+    @classmethod
+    def _projector_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name or "\0" in name or "\\" in name or ".." in name.split("/"):
+                raise ValueError(f"{name[:120]!r} is not a projector file name")
+        if len(set(value)) != len(value):
+            raise ValueError("multimodal_projectors lists a file twice")
+        return value
+
     @model_validator(mode="after")
     def _has_source(self) -> ModelSpec:
         if not (self.model_id or self.model_hub_ids or self.bundled or self.model_uri):
@@ -163,6 +179,11 @@ class ModelSpec(_Strict):
             and not self.model_file_name_template
         ):
             raise ValueError("a ggufv2 spec downloaded from a hub needs model_file_name_template")
+        if self.multimodal_projectors:
+            if self.model_format != "ggufv2":
+                raise ValueError("multimodal_projectors are GGUF files: only a ggufv2 spec lists them")
+            if self.model_uri is None and any(name.startswith("/") for name in self.multimodal_projectors):
+                raise ValueError("absolute multimodal_projectors paths need a local spec (model_uri)")
         return self
 
     @property
