@@ -23,6 +23,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_envs",
         "test_transformers_prefill_failure",
         "test_tts_engines",
+        "test_diffusers",
     }
 )
 
