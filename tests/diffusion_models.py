@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TINY_SD_ABILITIES", "build_tiny_sd", "tiny_sd_family"]
+import httpx
+
+if TYPE_CHECKING:
+    from tests.conftest import LocalServer
+
+__all__ = ["TINY_SD_ABILITIES", "build_tiny_sd", "launched_tiny_sd", "tiny_sd_family"]
 
 TINY_SD_ABILITIES = ["text2image", "image2image", "inpainting"]
 
@@ -111,3 +118,23 @@ def tiny_sd_family(name: str, path: Path, **extra: Any) -> dict[str, Any]:
         ],
         **extra,
     }
+
+
+@contextmanager
+def launched_tiny_sd(server: LocalServer, name: str, path: Path, **launch: Any) -> Iterator[dict[str, Any]]:
+    """The tiny pipeline at ``path`` registered as image model ``name`` and launched with the options ``launch``
+    (the launch answer is given); stopped and unregistered on the way out."""
+    registered = httpx.post(
+        f"{server.api}/model_registrations/image", json={"model": tiny_sd_family(name, path)}, timeout=30
+    )
+    assert registered.status_code == 200, registered.text
+    try:
+        launched = httpx.post(
+            f"{server.api}/models", json={"model_name": name, "model_type": "image", **launch}, timeout=180
+        )
+        assert launched.status_code == 200, launched.text
+        answer: dict[str, Any] = launched.json()
+        yield answer
+    finally:
+        httpx.delete(f"{server.api}/models/{name}", timeout=60)
+        httpx.delete(f"{server.api}/model_registrations/image/{name}", timeout=30)

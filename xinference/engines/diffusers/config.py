@@ -84,7 +84,7 @@ class DiffusersConfig(BaseModel):
         """The settings the pipeline loads with on a worker with a CUDA GPU or not (``family_dtype``: the dtype
         the catalog gives the model, used on CUDA when the launch says auto)."""
         device = ("cuda" if gpu else "cpu") if self.device == "auto" else self.device
-        dtype = self.torch_dtype
+        dtype: str = self.torch_dtype
         if dtype == "auto":
             dtype = "float32" if device == "cpu" else (family_dtype or "float16")
         return ResolvedDiffusersConfig(

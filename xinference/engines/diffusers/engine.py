@@ -194,7 +194,7 @@ class DiffusersEngine(Engine):
         if resolved.device == "cpu":
             torch.set_num_threads(threads)
         dtype = getattr(torch, resolved.torch_dtype)
-        base = diffusers.DiffusionPipeline.from_pretrained(self.model_path, torch_dtype=dtype)
+        base = diffusers.DiffusionPipeline.from_pretrained(self.model_path, torch_dtype=dtype)  # type: ignore[no-untyped-call]
         if resolved.scheduler is not None:
             self._swap_scheduler(base, resolved.scheduler)
         if resolved.lora_path is not None:
