@@ -9,7 +9,6 @@ import base64
 import io
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,13 @@ import httpx
 import pytest
 
 from tests.conftest import LocalServer
-from tests.diffusion_models import build_tiny_sd, launched_tiny_sd
 
 pytestmark = pytest.mark.slow
 
-MODEL = "tiny-sd-api"
-
 
 @pytest.fixture(scope="module")
-def tiny_model(local_server: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("diffusers")
-    path = build_tiny_sd(tmp_path_factory.mktemp("diffusion") / "tiny-sd")
-    with launched_tiny_sd(local_server, MODEL, path, num_inference_steps=2) as launched:
-        assert launched["model_engine"] == "diffusers"
-        yield MODEL
+def tiny_model(tiny_sd_uid: str) -> str:
+    return tiny_sd_uid
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +162,9 @@ def test_bad_uploads_and_wrong_model_types(local_server: LocalServer, tiny_model
     response = httpx.post(f"{api}/images/generations", json={"model": "no-such-model", "prompt": "a"}, timeout=60)
     assert response.status_code == 404
     # and the model serves on
-    ok = httpx.post(f"{api}/images/generations", json={"model": tiny_model, "prompt": "ok", "size": "64x64"}, timeout=60)
+    ok = httpx.post(
+        f"{api}/images/generations", json={"model": tiny_model, "prompt": "ok", "size": "64x64"}, timeout=60
+    )
     assert ok.status_code == 200, ok.text
 
 
