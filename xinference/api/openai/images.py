@@ -198,8 +198,8 @@ class ImagesService:
         self._routes = routes
         self._running = running
         self.store = store
-        #: request id -> the replica generating it, while it runs
-        self._where: dict[str, Replica] = {}
+        #: request id -> the replica generating it, while it runs (None: not on a replica yet, progress 0)
+        self._where: dict[str, Replica | None] = {}
         self._finished: OrderedDict[str, float] = OrderedDict()
 
     async def generate(self, body: _ImageFields, task: str, params: dict[str, Any], base_url: str) -> dict[str, Any]:
@@ -209,6 +209,8 @@ class ImagesService:
         note_keep_alive(self._routes, route, body.keep_alive)
         request_id = body.request_id
         entry = self._running.start(route.model_uid, request_id) if request_id is not None else None
+        if request_id is not None:
+            self._where[request_id] = None
 
         def call(replica: Replica) -> Any:
             if request_id is not None:
@@ -247,9 +249,9 @@ class ImagesService:
 
     async def progress(self, request_id: str) -> dict[str, float]:
         """Xinference's answer, ``{"progress": 0.0-1.0}``; RequestNotFound when no request runs or ran lately."""
-        replica = self._where.get(request_id)
-        if replica is not None:
-            value = await replica.ref.request_progress(request_id)
+        if request_id in self._where:
+            replica = self._where[request_id]
+            value = await replica.ref.request_progress(request_id) if replica is not None else None
             return {"progress": float(value or 0.0)}
         if request_id in self._finished:
             return {"progress": 1.0}
