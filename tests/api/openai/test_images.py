@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.openapi_schema import assert_matches_openapi
 from tests.conftest import LocalServer
 
 pytestmark = pytest.mark.slow
@@ -75,6 +76,9 @@ def test_url_answers_are_served_by_the_platform(client: Any, tiny_model: str, lo
         model=tiny_model, prompt="a boat", size="64x96", response_format="url", extra_body={"output_format": "webp"}
     )
     url = result.data[0].url
+    assert_matches_openapi(
+        local_server.endpoint, "post", "/v1/images/generations", result.model_dump(exclude_none=True)
+    )
     assert url.startswith(local_server.endpoint + "/v1/images/files/") and url.endswith(".webp")
     fetched = httpx.get(url, timeout=30)
     assert fetched.status_code == 200 and fetched.headers["content-type"] == "image/webp"
@@ -113,6 +117,7 @@ def test_edits_variations_and_inpainting(client: Any, tiny_model: str, local_ser
     answer = httpx.post(f"{local_server.api}/images/inpainting", data=data, files=files, timeout=120)
     assert answer.status_code == 200, answer.text
     assert answer.json()["seed"] == 3
+    assert_matches_openapi(local_server.endpoint, "post", "/v1/images/inpainting", answer.json())
 
 
 @pytest.mark.parametrize(
