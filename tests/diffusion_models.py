@@ -20,7 +20,7 @@ import httpx
 if TYPE_CHECKING:
     from tests.conftest import LocalServer
 
-__all__ = ["TINY_SD_ABILITIES", "build_tiny_sd", "launched_tiny_sd", "tiny_sd_family"]
+__all__ = ["TINY_SD_ABILITIES", "build_tiny_lora", "build_tiny_sd", "launched_tiny_sd", "tiny_sd_family"]
 
 TINY_SD_ABILITIES = ["text2image", "image2image", "inpainting"]
 
@@ -138,3 +138,26 @@ def launched_tiny_sd(server: LocalServer, name: str, path: Path, **launch: Any) 
     finally:
         httpx.delete(f"{server.api}/models/{name}", timeout=60)
         httpx.delete(f"{server.api}/model_registrations/image/{name}", timeout=30)
+
+
+def build_tiny_lora(pipeline_path: Path, target: Path) -> Path:
+    """LoRA weights for the tiny pipeline's UNet attention (rank 4, seeded random so that they change the images),
+    saved as diffusers saves LoRA weights (``pytorch_lora_weights.safetensors`` in ``target``). Needs peft."""
+    if (target / "pytorch_lora_weights.safetensors").exists():
+        return target
+    import torch
+    from diffusers import StableDiffusionPipeline
+    from diffusers.utils import convert_state_dict_to_diffusers
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    pipeline = StableDiffusionPipeline.from_pretrained(str(pipeline_path))
+    pipeline.unet.add_adapter(LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v", "to_out.0"]))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in pipeline.unet.named_parameters():
+            if "lora_B" in name:  # peft starts B at zero (no change): make the adapter do something
+                parameter.normal_(0.0, 0.5)
+    layers = convert_state_dict_to_diffusers(get_peft_model_state_dict(pipeline.unet))
+    StableDiffusionPipeline.save_lora_weights(save_directory=str(target), unet_lora_layers=layers)
+    return target

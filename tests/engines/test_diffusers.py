@@ -224,3 +224,37 @@ def test_a_scheduler_that_does_not_fit_fails_the_launch(tiny_sd: Path) -> None:
         finally:
             loop.run_until_complete(eng.unload())
             loop.close()
+
+
+def test_lora_weights_change_the_images_by_their_scale(tiny_sd: Path, tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    from tests.diffusion_models import build_tiny_lora
+
+    lora = build_tiny_lora(tiny_sd, tmp_path / "lora")
+    family = ModelFamily.model_validate(tiny_sd_family("tiny-lora", tiny_sd))
+    request = {"prompt": "a cat", "width": 64, "height": 64, "seed": 5}
+
+    def draw(**options: Any) -> bytes:
+        eng = DiffusersEngine(
+            model_uid="tiny-lora",
+            family=family,
+            spec=family.model_specs[0],
+            quantization="none",
+            model_path=str(tiny_sd),
+            config=DiffusersConfig(num_inference_steps=2, **options),
+            hardware=CPU,
+        )
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(eng.load())
+            image: bytes = loop.run_until_complete(eng.generate_images(dict(request)))["images"][0]
+            return image
+        finally:
+            loop.run_until_complete(eng.unload())
+            loop.close()
+
+    plain = draw()
+    assert draw(lora_path=str(lora)) != plain
+    assert draw(lora_path=str(lora), lora_scale=0.0) == plain
+    with pytest.raises(LaunchFailed, match="does not exist"):
+        draw(lora_path=str(tmp_path / "missing.safetensors"))
