@@ -25,6 +25,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_transformers_vision",
         "test_transformers_vision_mrope",
         "test_tts_engines",
+        "test_diffusers",
     }
 )
 

@@ -315,6 +315,32 @@ def test_request_sends_form_data_as_multipart_and_objects_as_json(page: Any, ui_
     assert json_type == "application/json" and json_body == '{"model":"w"}'
 
 
+def test_image_request_sends_only_what_the_form_sets(page: Any) -> None:
+    bodies = run(
+        page,
+        "pages/images.js",
+        """
+        const base = {prompt: 'a fox', negative: '', size: 'auto', n: '2', steps: '', seed: ''};
+        let bad = '';
+        try { m.imageRequest('sd', {...base, size: 'big'}); } catch (e) { bad = e.message; }
+        return [m.imageRequest('sd', base),
+                m.imageRequest('sd', {...base, size: '512*256', steps: '4', seed: '0', negative: 'blur'}), bad];
+    """,
+    )
+    assert bodies[0] == {"model": "sd", "prompt": "a fox", "n": 2, "response_format": "b64_json"}
+    assert bodies[1] == {
+        "model": "sd",
+        "prompt": "a fox",
+        "n": 2,
+        "response_format": "b64_json",
+        "size": "512x256",
+        "num_inference_steps": 4,
+        "seed": 0,
+        "negative_prompt": "blur",
+    }
+    assert "not WIDTHxHEIGHT" in bodies[2]
+
+
 # -- chat images --------------------------------------------------------------------------------------------------
 
 

@@ -26,11 +26,26 @@ __all__ = [
     "validate_model_name",
 ]
 
-ModelType = Literal["LLM", "embedding", "rerank", "audio"]
-Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
+ModelType = Literal["LLM", "embedding", "rerank", "audio", "image"]
+#: ``text2image``, ``image2image``, ``inpainting``: image generation, as Xinference names these abilities
+Ability = Literal[
+    "chat",
+    "generate",
+    "tools",
+    "vision",
+    "reasoning",
+    "embed",
+    "rerank",
+    "audio2text",
+    "text2audio",
+    "text2image",
+    "image2image",
+    "inpainting",
+]
 #: ``ctranslate2``: a model converted for CTranslate2 (``model.bin`` + ``config.json``), what faster-whisper loads;
-#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx"]
+#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads;
+#: ``diffusers``: a diffusers pipeline folder (``model_index.json`` + one folder per component), what diffusers loads
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx", "diffusers"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
@@ -216,6 +231,11 @@ class ModelFamily(_Strict):
         default=None,
         description="speech-to-text models: whether the model knows languages other than English (Whisper's "
         ".en models do not, and cannot translate)",
+    )
+    requires_gpu: bool = Field(
+        default=False,
+        description="image models too large or slow for a CPU (FLUX, SD3, Qwen-Image: minutes to hours per image): "
+        "engines refuse them on a worker without a CUDA GPU, saying so",
     )
     # -- how the model writes tool calls and reasoning (model/parsers/); Xinference's names are accepted ----------
     tool_call_format: str | None = Field(
