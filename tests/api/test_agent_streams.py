@@ -27,9 +27,7 @@ class ScriptedGeneration:
         self.error = error
         self.closed = False
 
-    async def prepare_images(
-        self, model: str, messages: list[dict[str, Any]], names: list[str] | None = None
-    ) -> None:
+    async def prepare_images(self, model: str, messages: list[dict[str, Any]], names: list[str] | None = None) -> None:
         assert not names, "no image in these requests"
 
     async def open(

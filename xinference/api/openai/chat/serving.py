@@ -75,7 +75,9 @@ class GenerationService:
         self._check_ability(route, kind)
         return route
 
-    async def prepare_images(self, model: str, messages: list[dict[str, Any]], names: Sequence[str] | None = None) -> None:
+    async def prepare_images(
+        self, model: str, messages: list[dict[str, Any]], names: Sequence[str] | None = None
+    ) -> None:
         """Make the images of ``messages`` ready for the engine (:func:`~xinference.api.images.inline_images`: each
         checked, each URL fetched and replaced by a ``data:`` URI, in place), after refusing images to a model
         without the vision ability. ``names`` are the client's own paths of the images a translated API (Messages,
