@@ -224,6 +224,8 @@ def test_image_limit_is_a_json_argument() -> None:
     assert isinstance(config, VLLMConfig)
     args = config.to_cli_args(model_path="/m", served_model_name="u", host="h", port=1, cpu=True)
     assert json.loads(args[args.index("--limit-mm-per-prompt") + 1]) == {"image": 2}
-    assert "--limit-mm-per-prompt" not in VLLMConfig().to_cli_args(model_path="/m", served_model_name="u", host="h", port=1)
+    assert "--limit-mm-per-prompt" not in VLLMConfig().to_cli_args(
+        model_path="/m", served_model_name="u", host="h", port=1
+    )
     with pytest.raises(InvalidRequest, match="limit_mm_per_prompt"):
         VLLMEngine.parse_config({"limit_mm_per_prompt": {"picture": 2}})

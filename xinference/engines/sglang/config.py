@@ -61,20 +61,24 @@ class SGLangConfig(BaseModel):
             "--tp-size",
             str(self.tp_size or max(1, gpu_count)),
         ]
-        return args + option_args(
-            self,
-            valued=(
-                "dp_size",
-                "mem_fraction_static",
-                "context_length",
-                "max_running_requests",
-                "max_total_tokens",
-                "chunked_prefill_size",
-                "quantization",
-                "random_seed",
-                "reasoning_parser",
-                "tool_call_parser",
-            ),
-            unless_auto=("dtype", "kv_cache_dtype"),
-            switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
-        ) + json_args(self, ("limit_mm_data_per_request",))
+        return (
+            args
+            + option_args(
+                self,
+                valued=(
+                    "dp_size",
+                    "mem_fraction_static",
+                    "context_length",
+                    "max_running_requests",
+                    "max_total_tokens",
+                    "chunked_prefill_size",
+                    "quantization",
+                    "random_seed",
+                    "reasoning_parser",
+                    "tool_call_parser",
+                ),
+                unless_auto=("dtype", "kv_cache_dtype"),
+                switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
+            )
+            + json_args(self, ("limit_mm_data_per_request",))
+        )
