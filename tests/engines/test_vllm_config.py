@@ -217,15 +217,3 @@ def test_enable_mtp_attaches_the_catalog_draft_as_speculative_config() -> None:
         model_path="/w", served_model_name="m", host="127.0.0.1", port=1
     )
     assert json.loads(explicit[explicit.index("--speculative-config") + 1]) == mine  # the user's own wins
-
-
-def test_image_limit_is_a_json_argument() -> None:
-    config = VLLMEngine.parse_config({"limit_mm_per_prompt": {"image": 2}})
-    assert isinstance(config, VLLMConfig)
-    args = config.to_cli_args(model_path="/m", served_model_name="u", host="h", port=1, cpu=True)
-    assert json.loads(args[args.index("--limit-mm-per-prompt") + 1]) == {"image": 2}
-    assert "--limit-mm-per-prompt" not in VLLMConfig().to_cli_args(
-        model_path="/m", served_model_name="u", host="h", port=1
-    )
-    with pytest.raises(InvalidRequest, match="limit_mm_per_prompt"):
-        VLLMEngine.parse_config({"limit_mm_per_prompt": {"picture": 2}})

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from xinference.engines.managed.cli_args import MediaLimits, json_args, option_args
+from xinference.engines.managed.cli_args import option_args
 from xinference.model.draft import DraftAttachment
 
 __all__ = [
@@ -97,11 +97,6 @@ class VLLMConfig(BaseModel):
         description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
         ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}',
     )
-    limit_mm_per_prompt: MediaLimits | None = Field(
-        default=None,
-        description='vision models: items per request, e.g. {"image": 4} (vLLM sizes its encoder cache for it); '
-        "default: vLLM's",
-    )
     start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
     #: (never by hand). An explicit ``speculative_config`` wins over it.
@@ -177,7 +172,6 @@ class VLLMConfig(BaseModel):
             switches=("enforce_eager", "trust_remote_code", "enable_auto_tool_choice"),
             toggles=("enable_prefix_caching", "enable_chunked_prefill"),
         )
-        args += json_args(self, ("limit_mm_per_prompt",))
         speculative = self.speculative_config
         if speculative is None and self.draft is not None:
             speculative = {"model": self.draft.path, "num_speculative_tokens": DRAFT_TOKENS}
