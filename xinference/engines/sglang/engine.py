@@ -67,6 +67,7 @@ class SGLangEngine(ManagedServerEngine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # image_url parts pass to SGLang's OpenAI route, its processor reads them
     config_class = SGLangConfig
     context_option: ClassVar[str | None] = "context_length"
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
