@@ -80,7 +80,7 @@ async def _target(url: httpx.URL, param: str) -> _Target:
         raise InvalidRequest(
             f"image URL scheme {url.scheme[:20]!r} is not supported: send an http(s) URL or a data: URI", param=param
         )
-    host = url.host
+    host = url.raw_host.decode("ascii")  # IDNA-encoded: what DNS, the Host header and the TLS server name take
     if not host:
         raise InvalidRequest("the image URL has no host", param=param)
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -94,9 +94,9 @@ async def _target(url: httpx.URL, param: str) -> _Target:
     allowed = settings.image_url_private_networks()
     if not all(check_address(address, allowed) for address in addresses):
         raise InvalidRequest(
-            f"the image URL's host {host[:100]!r} is a private, loopback or link-local address: the server does not "
-            "fetch images from its own networks (its operator can allow some with XINFERENCE_IMAGE_URL_ALLOW_PRIVATE)"
-            "; send the image as a data: URI",
+            f"the image URL's host {host[:100]!r} is or resolves to a private, loopback or link-local address: the "
+            "server does not fetch images from its own networks (its operator can allow some with "
+            "XINFERENCE_IMAGE_URL_ALLOW_PRIVATE); send the image as a data: URI",
             param=param,
         )
     default_port = url.port is None
@@ -155,12 +155,11 @@ async def fetch_image(url: str, param: str, client: httpx.AsyncClient | None = N
     failure is an :class:`InvalidRequest` (:class:`RequestTooLarge` for size) naming ``param``."""
     timeout = settings.image_fetch_timeout()
     try:
-        async with asyncio.timeout(timeout):
-            if client is not None:
-                return await _fetch(client, url, param)
-            async with _client(timeout) as own:
-                return await _fetch(own, url, param)
-    except TimeoutError:
+        if client is not None:
+            return await asyncio.wait_for(_fetch(client, url, param), timeout)
+        async with _client(timeout) as own:
+            return await asyncio.wait_for(_fetch(own, url, param), timeout)
+    except (asyncio.TimeoutError, httpx.TimeoutException):
         raise InvalidRequest(f"fetching the image URL took longer than {timeout:g} s", param=param) from None
     except httpx.InvalidURL as exc:
         raise InvalidRequest(f"the image URL is not valid ({exc})", param=param) from None
