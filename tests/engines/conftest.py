@@ -16,6 +16,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_transformers_structured",
         "test_sentence_transformers",
         "test_mlx_engine",
+        "test_mlx_vision",
         "test_vllm",
         "test_vllm_pooled",
         "test_sglang",

@@ -72,6 +72,7 @@ def test_env_recipe_per_platform() -> None:
     for recipe in (on_mac, on_linux):
         assert recipe.overlay and recipe.packages[1].startswith("mlx-lm>=")
         assert recipe.packages[2].startswith("llguidance")  # structured output, without torch
+        assert recipe.packages[3] == "mlx-vlm==0.7.10"  # vision models, pinned
     assert MLXEngine.env_recipe(INTEL_MAC) is None and MLXEngine.env_recipe(WINDOWS) is None
 
 
@@ -256,6 +257,21 @@ def mlx_env() -> Path:
 def test_in_process_suite_in_the_env(mlx_env: Path) -> None:
     """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
     suite = Path(__file__).with_name("test_mlx_engine.py")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " skipped" not in result.stdout
+
+
+def test_vision_suite_in_the_env(mlx_env: Path) -> None:
+    """``test_mlx_vision.py`` (a tiny LLaVA through mlx-vlm) with the env's Python, where mlx-vlm is installed."""
+    suite = Path(__file__).with_name("test_mlx_vision.py")
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
