@@ -19,6 +19,7 @@ _LOADS_WEIGHTS = frozenset(
         "test_mlx_vision",
         "test_vllm",
         "test_vllm_pooled",
+        "test_vllm_vision",
         "test_sglang",
         "test_gpu_engines",
         "test_envs",

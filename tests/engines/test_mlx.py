@@ -269,6 +269,8 @@ def test_in_process_suite_in_the_env(mlx_env: Path) -> None:
     assert " passed" in result.stdout and " skipped" not in result.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_vision_suite_in_the_env(mlx_env: Path) -> None:
     """``test_mlx_vision.py`` (a tiny LLaVA through mlx-vlm) with the env's Python, where mlx-vlm is installed."""
     suite = Path(__file__).with_name("test_mlx_vision.py")
