@@ -2,8 +2,8 @@
 on this CPU (``mlx[cpu]``).
 
 The folder Transformers 5 writes names the CLIP tower's weights without the ``vision_model.`` level that LLaVA
-repositories on the hub have (``vision_tower.vision_model.encoder...``) and that mlx-vlm's loader expects; the
-fixture converts it to the hub's layout (:func:`hub_layout`), which is what a user's download looks like.
+repositories on the hub have and that mlx-vlm's loader expects; the fixture converts it to the hub's layout
+(:func:`tests.engines.vision_weights.hub_layout`), which is what a user's download looks like.
 
 Needs mlx-vlm importable, i.e. the MLX env's Python (``test_mlx.py::test_vision_suite_in_the_env`` runs this file
 with it); skipped elsewhere. Checks: an image's pixels reach the vision tower (two pictures, two different
@@ -24,6 +24,7 @@ import pytest
 if importlib.util.find_spec("mlx_vlm") is None:  # not imported here: mlx must load after OpenBLAS
     pytest.skip("mlx-vlm is not importable here (run with the MLX env's Python)", allow_module_level=True)
 
+from tests.engines.vision_weights import hub_layout  # noqa: E402
 from tests.vision_models import IMAGE_TOKENS, build_tiny_llava, image_data_uri, vision_family  # noqa: E402
 from xinference.engines.mlx.engine import MLXEngine  # noqa: E402
 from xinference.errors import InvalidRequest, RequestTooLarge  # noqa: E402
@@ -46,23 +47,6 @@ def with_images(*urls: str, text: str = QUESTION) -> list[dict[str, Any]]:
 
 def text_only(text: str = QUESTION) -> list[dict[str, Any]]:
     return [{"role": "user", "content": [{"type": "text", "text": text}]}]
-
-
-def hub_layout(folder: Path) -> Path:
-    """The folder's weights renamed in place to the layout of LLaVA repositories on the hub (CLIP's tower under
-    ``vision_tower.vision_model.``); the other files stay as they are."""
-    from safetensors.numpy import load_file, save_file
-
-    path = folder / "model.safetensors"
-    weights = load_file(str(path))
-    if any(key.startswith("vision_tower.vision_model.") for key in weights):
-        return folder
-    renamed = {
-        ("vision_tower.vision_model." + key[len("vision_tower.") :] if key.startswith("vision_tower.") else key): value
-        for key, value in weights.items()
-    }
-    save_file(renamed, str(path), metadata={"format": "pt"})
-    return folder
 
 
 @pytest.fixture(scope="module")
