@@ -6,9 +6,14 @@ environment late still see their values.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from pathlib import Path
+from typing import Literal, Union
+
+#: an IPv4 or IPv6 network, as :mod:`ipaddress` parses one
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -23,6 +28,8 @@ __all__ = [
     "envs_dir",
     "heartbeat_interval",
     "home_dir",
+    "image_fetch_timeout",
+    "image_url_private_networks",
     "keep_alive_default",
     "keep_alive_overrides",
     "llama_cpp_index_url",
@@ -270,3 +277,31 @@ def metrics_public() -> bool:
     """``XINFERENCE_METRICS_PUBLIC=1``: ``GET /metrics`` answers without an API key (for a scraper on a trusted
     network); by default it needs one, like every other route, when keys are configured."""
     return os.environ.get("XINFERENCE_METRICS_PUBLIC", "").strip().lower() in ("1", "true", "yes")
+
+
+# -- images in chat requests: how the API fetches an image a request names by URL ------------------------------
+def image_fetch_timeout() -> float:
+    """``XINFERENCE_IMAGE_FETCH_TIMEOUT`` (default 5 s): how long the API spends fetching one image a chat request
+    names by URL (connection, redirects and body together) before it answers a 400 naming the part."""
+    return _seconds("XINFERENCE_IMAGE_FETCH_TIMEOUT", 5.0)
+
+
+def image_url_private_networks() -> Union[Literal[True], tuple[IPNetwork, ...]]:
+    """``XINFERENCE_IMAGE_URL_ALLOW_PRIVATE``: which non-public addresses (private, loopback, link-local, reserved)
+    an image URL may lead to. Unset: none, so a request cannot make the API reach into the network it runs in.
+    ``1`` (or ``true``/``yes``): any. Otherwise comma-separated addresses or networks (``10.1.2.0/24,127.0.0.1``):
+    only those. An entry that is not an address or a network is logged and ignored."""
+    raw = os.environ.get("XINFERENCE_IMAGE_URL_ALLOW_PRIVATE", "").strip()
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    networks: list[IPNetwork] = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry or entry.lower() in ("0", "false", "no"):
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            logging.getLogger(__name__).warning(
+                "XINFERENCE_IMAGE_URL_ALLOW_PRIVATE: %r is not an address or a network; ignored", entry
+            )
+    return tuple(networks)

@@ -12,8 +12,8 @@ from importlib import resources
 import pytest
 
 from tests.machines import linux
-from xinference.engines.matcher import choose_engine
-from xinference.engines.registry import ENGINE_ORDER
+from xinference.engines.matcher import choose_engine, match_engine
+from xinference.engines.registry import ENGINE_ORDER, get_engine_class
 from xinference.engines.speech.unserved import UNSERVED_TTS
 from xinference.errors import EngineRejected, LaunchFailed
 from xinference.hardware import HardwareInfo
@@ -363,6 +363,53 @@ def test_the_matcher_picks_an_engine(family: ModelFamily, profile: str) -> None:
         return
     found = choose_engine(None, ModelRegistry.choices(family), hardware)  # EngineRejected lists every reason
     assert found.ok and found.accepted, f"{family.model_name} on {profile}"
+
+
+VISION_FAMILIES = [family for family in FAMILIES if "vision" in family.model_ability]
+#: the vision-language families issue 22 names (Xinference's names where it has them), each with its image ability
+ISSUE_22_VISION = {
+    "qwen2-vl-instruct",
+    "qwen2.5-vl-instruct",
+    "Qwen3-VL-Instruct",
+    "Qwen3-VL-Thinking",
+    "gemma-3-it",
+    "MiniCPM-V-2.6",
+    "MiniCPM-V-4.5",
+    "MiniCPM-V-4.6",
+    "InternVL3",
+    "InternVL3.5",
+    "glm-4.1v-thinking",
+    "glm-4.5v",
+    "SmolVLM-Instruct",
+    "SmolVLM2",
+    "llava-1.5",
+    "llava-onevision-qwen2",
+    "DeepSeek-OCR",
+    "olmOCR-2",
+}
+
+
+def test_the_vision_families_the_issue_names_exist() -> None:
+    vision = {family.model_name for family in VISION_FAMILIES}
+    assert ISSUE_22_VISION <= vision, sorted(ISSUE_22_VISION - vision)
+
+
+@pytest.mark.parametrize("family", VISION_FAMILIES, ids=lambda f: f.model_name)
+def test_a_vision_family_has_an_engine_that_reads_images(family: ModelFamily) -> None:
+    """A family that says ``vision`` ships in a format some engine that passes images to the model loads (on an
+    NVIDIA worker, where every engine can run): otherwise its images could reach no model."""
+    readers = [name for name in ENGINE_ORDER if get_engine_class(name).reads_images]
+    assert readers, "no engine declares reads_images"
+    choices = ModelRegistry.choices(family)
+    fits = [name for name in readers if match_engine(name, choices, PROFILES["nvidia"]).ok]
+    assert fits, f"{family.model_name}: none of {readers} accepts its formats"
+
+
+def test_the_image_check_catches_a_family_no_reader_loads() -> None:
+    entry = _entry(model_ability=["chat", "vision"], model_specs=[_spec("onnx", ["none"])])
+    family = ModelFamily.model_validate(entry)
+    readers = [name for name in ENGINE_ORDER if get_engine_class(name).reads_images]
+    assert not [n for n in readers if match_engine(n, ModelRegistry.choices(family), PROFILES["nvidia"]).ok]
 
 
 def _unserved(family: ModelFamily) -> bool:

@@ -256,6 +256,9 @@ class Engine(abc.ABC):
     context_option: ClassVar[str | None] = None
     #: Whether what does not fit in VRAM stays usable in RAM (llama.cpp's CPU layers): memory fit counts both.
     spills_to_ram: ClassVar[bool] = False
+    #: Whether a chat's images reach the model (a family with the ``vision`` ability): the catalog's check that every
+    #: vision family has an engine that can see reads it. An engine without it still serves such a family's text.
+    reads_images: ClassVar[bool] = False
 
     def __init__(
         self,

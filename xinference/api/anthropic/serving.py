@@ -38,7 +38,7 @@ class MessagesService:
     async def count_tokens(self, body: CountTokensRequest) -> dict[str, Any]:
         """``{"input_tokens": N}``: the prompt as the model's own chat template renders it, tools included."""
         chat = count_tokens_to_chat(body)
-        await self._generation.check_images(body.model, chat.image_param)
+        await self._generation.prepare_images(body.model, chat.params["messages"], chat.image_params)
         route = await self._generation.route(body.model, "chat")
         count, _ = await self._routes.call(route, lambda r: r.ref.count_tokens(chat.params))
         return {"input_tokens": int(count)}

@@ -10,7 +10,7 @@ shapes; the service (:mod:`.serving`) calls :func:`messages_to_chat` and :func:`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -51,11 +51,12 @@ _UNSUPPORTED_BLOCKS = frozenset(
 
 @dataclass
 class ChatTranslation:
-    """What a Messages request becomes: chat parameters, and whether any image is in them (the caller checks the
-    model's vision ability, which the protocol layer cannot see)."""
+    """What a Messages request becomes: chat parameters, and where each of its images is in the request
+    (``messages[0].content[1]``), in the order of the chat messages' image parts: the caller checks the model's
+    vision ability, which the protocol layer cannot see, and names a bad image by its block."""
 
     params: dict[str, Any]
-    image_param: str | None = None
+    image_params: list[str] = field(default_factory=list)
 
 
 class _Conversation:
@@ -63,7 +64,7 @@ class _Conversation:
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
-        self.image_param: str | None = None
+        self.image_params: list[str] = []
         self.pending_calls: dict[str, str] = {}  # tool_use ids of the previous assistant turn → where they were
 
     def add(self, index: int, message: AnthropicMessage, last: bool) -> None:
@@ -94,22 +95,26 @@ class _Conversation:
         parts: list[dict[str, Any]] = []
         answered: set[str] = set()
         tool_messages: list[dict[str, Any]] = []
+        # images of tool results and of the user's own parts, kept apart: the tool messages come first in chat
+        tool_images: list[str] = []
+        images: list[str] = []
         for n, block in enumerate(blocks):
             at = f"{where}.content[{n}]"
             kind = _block_type(block, at)
             if kind == "tool_result":
-                tool_messages.append(self._tool_result(block, at, answered))
+                tool_messages.append(self._tool_result(block, at, answered, tool_images))
             elif kind in ("text", "image"):
-                parts.append(self._part(block, kind, at))
+                parts.append(self._part(block, kind, at, images))
             else:
                 _refuse_block(kind, at, "user")
         self._require_results(answered)
+        self.image_params += tool_images + images
         self.messages.extend(tool_messages)
         if parts:
             content: Any = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
             self.messages.append({"role": "user", "content": content})
 
-    def _tool_result(self, block: dict[str, Any], at: str, answered: set[str]) -> dict[str, Any]:
+    def _tool_result(self, block: dict[str, Any], at: str, answered: set[str], images: list[str]) -> dict[str, Any]:
         call_id = block.get("tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidRequest("a tool_result block needs the tool_use_id it answers", param=f"{at}.tool_use_id")
@@ -129,7 +134,8 @@ class _Conversation:
             text = raw
         elif isinstance(raw, list):
             inner = [
-                self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]") for i, b in enumerate(raw)
+                self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]", images)
+                for i, b in enumerate(raw)
             ]
             text = inner if any(p["type"] != "text" for p in inner) else "\n".join(p["text"] for p in inner)
         else:
@@ -140,7 +146,8 @@ class _Conversation:
             text = f"Error: {text}"
         return {"role": "tool", "tool_call_id": call_id, "content": text}
 
-    def _part(self, block: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
+    def _part(self, block: dict[str, Any], kind: str, at: str, images: list[str] | None = None) -> dict[str, Any]:
+        """The chat part of a text or image block; an image's place ``at`` is appended to ``images``."""
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
@@ -148,7 +155,8 @@ class _Conversation:
             return {"type": "text", "text": text}
         if kind != "image":
             raise InvalidRequest(f"a {kind!r} block cannot appear here; use text or image blocks", param=at)
-        self.image_param = self.image_param or at
+        if images is not None:
+            images.append(at)
         return {"type": "image_url", "image_url": {"url": _image_url(block.get("source"), f"{at}.source")}}
 
     def _assistant(self, where: str, blocks: list[dict[str, Any]], last: bool) -> None:
@@ -344,7 +352,7 @@ def _chat_request(request: MessagesInput, **sampling: Any) -> ChatTranslation:
     except ValidationError as exc:  # our translation broke a chat rule: still the request's fault
         message, field = validation_message(list(exc.errors()))
         raise InvalidRequest(message, param=field) from None
-    return ChatTranslation(chat.to_engine_params(), conversation.image_param)
+    return ChatTranslation(chat.to_engine_params(), conversation.image_params)
 
 
 def messages_to_chat(request: MessagesRequest) -> ChatTranslation:

@@ -35,7 +35,9 @@ class ResponsesService:
         chat = responses_to_chat(body, history)
         shape = ResponseShape(body.model, body.model_dump(exclude_none=True))  # created_at: when it was asked
         opened = await open_chat(self._generation, body.model, chat, body.stream, body.keep_alive)
-        conversation = history + chat.added
+        # this request's messages as sent, image URLs inlined: a later turn does not fetch them again
+        sent = chat.params["messages"]
+        conversation = history + sent[len(sent) - len(chat.added) :]
         if isinstance(opened, dict):
             choice = (opened.get("choices") or [{}])[0]
             message = choice.get("message") or {}

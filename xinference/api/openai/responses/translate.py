@@ -32,11 +32,12 @@ _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 @dataclass
 class ResponsesTranslation:
     """What a Responses request becomes: chat parameters; the chat messages this request adds to the conversation
-    (kept for ``previous_response_id``); where its first image is, if any (the caller checks vision)."""
+    (kept for ``previous_response_id``); where each image of this request is (``input[0].content[1]``), in the
+    order of the chat messages' image parts (the caller checks vision and names a bad image by its part)."""
 
     params: dict[str, Any]
     added: list[dict[str, Any]] = field(default_factory=list)
-    image_param: str | None = None
+    image_params: list[str] = field(default_factory=list)
 
 
 class _Items:
@@ -44,7 +45,7 @@ class _Items:
 
     def __init__(self, history: list[dict[str, Any]]) -> None:
         self.messages: list[dict[str, Any]] = []
-        self.image_param: str | None = None
+        self.image_params: list[str] = []
         self.call_ids = {c.get("id") for m in history for c in m.get("tool_calls") or ()}
 
     def add(self, n: int, item: object) -> None:
@@ -127,8 +128,11 @@ class _Items:
             raise InvalidRequest(
                 "input_image needs an image_url (http(s) or a data:image/... URL)", param=f"{at}.image_url"
             )
-        self.image_param = self.image_param or at
-        return {"type": "image_url", "image_url": {"url": url}}
+        self.image_params.append(at)
+        image: dict[str, Any] = {"url": url}
+        if part.get("detail") in ("low", "high", "auto"):
+            image["detail"] = part["detail"]
+        return {"type": "image_url", "image_url": image}
 
     def _function_call(self, item: dict[str, Any], at: str) -> None:
         call_id, arguments = item.get("call_id"), item.get("arguments")
@@ -289,4 +293,4 @@ def responses_to_chat(request: ResponsesRequest, history: list[dict[str, Any]]) 
     except ValidationError as exc:  # the translation broke a chat rule: still the request's fault
         message, where = validation_message(list(exc.errors()))
         raise InvalidRequest(message, param=where) from None
-    return ResponsesTranslation(chat.to_engine_params(), items.messages, items.image_param)
+    return ResponsesTranslation(chat.to_engine_params(), items.messages, items.image_params)
