@@ -92,3 +92,9 @@ def test_vision_options_become_server_arguments() -> None:
 def test_bad_limits_are_400(limits: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequest, match="limit_mm_per_prompt"):
         VLLMEngine.parse_config({"limit_mm_per_prompt": limits})
+
+
+def test_vllm_and_mlx_read_images() -> None:
+    from xinference.engines.mlx.engine import MLXEngine
+
+    assert VLLMEngine.reads_images and MLXEngine.reads_images

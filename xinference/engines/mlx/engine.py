@@ -98,6 +98,7 @@ class MLXEngine(BatchingEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = MLXConfig
     context_option: ClassVar[str | None] = "max_model_len"
+    reads_images: ClassVar[bool] = True  # vision families load with mlx-vlm (:mod:`.vision`)
 
     resolved: ResolvedMLXConfig
     _template: str | None = None

@@ -91,6 +91,7 @@ class VLLMEngine(ManagedServerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
     context_option: ClassVar[str | None] = "max_model_len"
+    reads_images: ClassVar[bool] = True  # image_url parts pass to vLLM's OpenAI route, its processor reads them
     module, distribution, min_version = "vllm", "vllm", "0.6.0"
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "vllm:num_requests_running",
