@@ -85,6 +85,17 @@ def test_vision_options_become_server_arguments() -> None:
     assert "--limit-mm-per-prompt" not in plain and "--mm-processor-kwargs" not in plain
 
 
+def test_the_cli_gives_the_options_as_json_text() -> None:
+    from xinference.cli.options import parse_engine_options
+
+    options = parse_engine_options(["--limit_mm_per_prompt", '{"image": 3}', "--mm_processor_kwargs", '{"a": 1}'])
+    config = VLLMEngine.parse_config(options)
+    assert isinstance(config, VLLMConfig)
+    assert config.limit_mm_per_prompt == {"image": 3} and config.mm_processor_kwargs == {"a": 1}
+    with pytest.raises(InvalidRequest, match="limit_mm_per_prompt"):
+        VLLMEngine.parse_config({"limit_mm_per_prompt": "image=3"})
+
+
 @pytest.mark.parametrize(
     "limits",
     [{"image": -1}, {"image": 65}, {"image": True}, {"image": "2"}, {"picture": 1}, {"image": 1.5}],

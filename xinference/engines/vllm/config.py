@@ -120,6 +120,17 @@ class VLLMConfig(BaseModel):
     #: (never by hand). An explicit ``speculative_config`` wins over it.
     draft: SkipJsonSchema[DraftAttachment | None] = None
 
+    @field_validator("limit_mm_per_prompt", "mm_processor_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """A JSON object given as text, as the CLI passes it (``--limit_mm_per_prompt '{"image": 2}'``)."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f'expected a JSON object, e.g. {{"image": 2}}: {exc}') from exc
+        return value
+
     @field_validator("speculative_config")
     @classmethod
     def _speculative(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
