@@ -105,7 +105,11 @@ def test_bad_limits_are_400(limits: dict[str, Any]) -> None:
         VLLMEngine.parse_config({"limit_mm_per_prompt": limits})
 
 
-def test_vllm_and_mlx_read_images() -> None:
-    from xinference.engines.mlx.engine import MLXEngine
+def test_every_engine_with_a_vision_path_says_it_reads_images() -> None:
+    """The catalog check (a vision family needs an engine that reads images) trusts this flag."""
+    from xinference.engines.registry import get_engine_class
 
-    assert VLLMEngine.reads_images and MLXEngine.reads_images
+    readers = {"vLLM", "SGLang", "MLX", "Transformers", "llama.cpp"}
+    for name in readers:
+        assert get_engine_class(name).reads_images, name
+    assert not get_engine_class("sentence_transformers").reads_images

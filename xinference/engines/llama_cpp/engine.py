@@ -175,6 +175,7 @@ class LlamaCppEngine(Engine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM", "embedding", "rerank"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"ggufv2"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # with the spec's multimodal projector (:mod:`.vision`)
     config_class = LlamaCppConfig
     context_option: ClassVar[str | None] = "n_ctx"
     spills_to_ram: ClassVar[bool] = True  # layers that do not fit in VRAM run on the CPU

@@ -66,6 +66,7 @@ class TransformersEngine(BatchingEngine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # vision families load with AutoProcessor + AutoModelForImageTextToText
     config_class = TransformersConfig
     context_option: ClassVar[str | None] = "max_model_len"
 
