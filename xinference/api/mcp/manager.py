@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, AsyncIterator, Callable, Literal
+from typing import Any, AsyncIterator, Callable, Literal, TextIO
 from urllib.parse import urlsplit
 
 import anyio
@@ -193,7 +193,7 @@ class _Link:
     """One client session, owned by a task of its own; ``ended`` is set when the connection is over for any reason
     (``stop()``, the server exited, the transport failed)."""
 
-    def __init__(self, label: str, config: ServerConfig, errlog: IO[str] | None) -> None:
+    def __init__(self, label: str, config: ServerConfig, errlog: TextIO | None) -> None:
         self.label = label
         self.config = config
         self._errlog = errlog
@@ -337,8 +337,10 @@ def _tool_result(result: CallToolResult) -> ToolResult:
 
 def _describe(exc: BaseException) -> str:
     """A short reason for ``last_error``: the innermost errors of a task group, not its wrapper."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    inner = getattr(exc, "exceptions", None)  # an exception group (Python 3.11+, or the backport anyio uses)
+    while isinstance(inner, (list, tuple)) and inner and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
     text = str(exc) or type(exc).__name__
     return text[:_ERROR_MAX]
 
@@ -432,7 +434,7 @@ class McpHub:
         if isinstance(config, StdioServerConfig) and from_request and not self.allow_runtime_commands:
             raise InvalidRequest(
                 "only 'url' servers may be added at runtime; stdio servers ('command') come from the MCP config "
-                "file, unless it sets \"allowRuntimeCommands\": true",
+                'file, unless it sets "allowRuntimeCommands": true',
                 param="command",
             )
         if name in self._servers:
@@ -442,14 +444,14 @@ class McpHub:
         return server.describe()
 
     async def remove(self, name: str) -> None:
-        server = self._get(name)
+        server = self._get(name, param="name")
         del self._servers[name]
         await self._halt(server)
 
     async def wait_ready(self, name: str, timeout: float = _READY_WAIT) -> None:
         """Wait until ``name`` is ready; McpError with its last error when it is not within ``timeout``."""
         server = self._get(name)
-        if server.status != "ready":
+        if server.status == "starting":  # a failed one waits for its backoff: no use waiting for it here
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(server.ready.wait(), timeout)
         if server.status != "ready" or server.link is None:
@@ -481,7 +483,9 @@ class McpHub:
                 link.fail(exc.message)  # reconnect in the background
             raise
 
-    async def open_url(self, url: str, headers: dict[str, str] | None = None, *, param: str = "server_url") -> RemoteSession:
+    async def open_url(
+        self, url: str, headers: dict[str, str] | None = None, *, param: str = "server_url"
+    ) -> RemoteSession:
         """A session with a request-named server (checked against ``XINFERENCE_MCP_ALLOWED_URLS``); close it with
         ``aclose()`` or use it as ``async with``."""
         check_url_allowed(url, param)
@@ -490,11 +494,11 @@ class McpHub:
         return session
 
     # -- supervision -------------------------------------------------------------------------------------------
-    def _get(self, name: str) -> _Server:
+    def _get(self, name: str, param: str = "mcp_servers") -> _Server:
         server = self._servers.get(name)
         if server is None:
             known = ", ".join(self._servers) or "none"
-            raise McpServerNotFound(f"no MCP server named {name!r} (configured: {known})", param="mcp_servers")
+            raise McpServerNotFound(f"no MCP server named {name[:80]!r} (configured: {known})", param=param)
         return server
 
     def _launch(self, name: str, config: ServerConfig) -> _Server:
