@@ -367,7 +367,8 @@ class _Server:
     last_error: str | None = None
     link: _Link | None = None
     task: asyncio.Task[None] | None = None
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    #: set while the server is not ``starting`` (ready, failed or stopped): what a call waiting for it waits on
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
     stopping: bool = False
     #: how many times it was (re)started, and whether it came from the config file or ``POST /v1/mcp/servers``
     starts: int = 0
@@ -453,7 +454,7 @@ class McpHub:
         server = self._get(name)
         if server.status == "starting":  # a failed one waits for its backoff: no use waiting for it here
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(server.ready.wait(), timeout)
+                await asyncio.wait_for(server.settled.wait(), timeout)
         if server.status != "ready" or server.link is None:
             why = f": {server.last_error}" if server.last_error else ""
             raise McpError(f"MCP server {name!r} is {server.status}{why}")
@@ -516,26 +517,27 @@ class McpHub:
             with contextlib.suppress(BaseException):
                 await server.task
         server.status = "stopped"
-        server.ready.clear()
+        server.settled.set()
 
     async def _supervise(self, server: _Server) -> None:
         delay = self._backoff[0]
         while not server.stopping:
             started = time.monotonic()
             server.status, server.starts = "starting", server.starts + 1
+            server.settled.clear()
             with self._errlog(server) as errlog:
                 link = _Link(repr(server.name), server.config, errlog)
                 try:
                     await link.open()
                 except McpError as exc:
                     server.status, server.last_error = "failed", exc.message[:_ERROR_MAX]
+                    server.settled.set()
                     logger.warning("MCP server %s: %s", server.name, exc.message)
                 else:
                     server.link, server.status = link, "ready"
-                    server.ready.set()
+                    server.settled.set()
                     logger.info("MCP server %s ready with %d tools", server.name, len(link.tools))
                     await link.ended.wait()
-                    server.ready.clear()
                     server.link = None
                     if server.stopping:
                         break
