@@ -105,7 +105,7 @@ def create_app(
         app.state.mcp = hub
         await hub.start()
         app.state.generation = GenerationService(routes, mcp=hub)
-        app.state.models = ModelsService(supervisor, routes)
+        app.state.models = ModelsService(supervisor, routes, hub.names)
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)

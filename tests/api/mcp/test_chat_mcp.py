@@ -187,6 +187,8 @@ def test_request_errors(server: LocalServer) -> None:
     assert rounds.status_code == 400
     launch = httpx.post(f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "mcp_servers": "tools"}, timeout=30)
     assert launch.status_code == 400 and "mcp_servers" in launch.text
+    launch = httpx.post(f"{server.api}/models", json={"model_name": DEFAULT_MODEL, "mcp_servers": ["nope"]}, timeout=30)
+    assert launch.status_code == 404 and launch.json()["error"]["param"] == "mcp_servers"
 
 
 def test_add_and_remove_servers_at_runtime(server: LocalServer) -> None:
