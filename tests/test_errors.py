@@ -21,6 +21,8 @@ from xinference import errors
         (errors.AuthenticationFailed, 401),
         (errors.ModelNotFound, 404),
         (errors.ResponseNotFound, 404),
+        (errors.ImageNotFound, 404),
+        (errors.RequestNotFound, 404),
         (errors.ModelAlreadyExists, 409),
         (errors.McpServerNotFound, 404),
         (errors.McpServerExists, 409),

@@ -17,6 +17,8 @@ xoscar actor calls unchanged.
     ├── AuthenticationFailed             401  authentication_error
     ├── ModelNotFound                    404  not_found_error
     ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
+    ├── ImageNotFound                    404  not_found_error (code: image_not_found)
+    ├── RequestNotFound                  404  not_found_error (code: request_not_found)
     ├── McpServerNotFound                404  not_found_error (code: mcp_server_not_found)
     ├── ModelAlreadyExists               409  conflict_error
     ├── McpServerExists                  409  conflict_error (code: mcp_server_exists)
@@ -44,6 +46,7 @@ __all__ = [
     "ContextLengthExceeded",
     "EngineError",
     "EngineRejected",
+    "ImageNotFound",
     "InvalidRequest",
     "LaunchFailed",
     "McpError",
@@ -57,6 +60,7 @@ __all__ = [
     "ReplicaUnreachable",
     "RequestAborted",
     "RequestInterrupted",
+    "RequestNotFound",
     "RequestTooLarge",
     "ResponseNotFound",
     "TooManyRequests",
@@ -161,6 +165,24 @@ class ResponseNotFound(XinferenceError):
     status_code = 404
     error_type = "invalid_request_error"
     code = "response_not_found"
+
+
+class ImageNotFound(XinferenceError):
+    """Raised when a generated image's file (``GET /v1/images/files/{name}``) is unknown: never made here, or
+    removed since (the files kept are bounded in count and age)."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "image_not_found"
+
+
+class RequestNotFound(XinferenceError):
+    """Raised when the progress of a request id is asked for (``GET /v1/requests/{id}/progress``) and no request
+    runs, or ran lately, under that id."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "request_not_found"
 
 
 class McpServerNotFound(XinferenceError):

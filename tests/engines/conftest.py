@@ -22,7 +22,10 @@ _LOADS_WEIGHTS = frozenset(
         "test_gpu_engines",
         "test_envs",
         "test_transformers_prefill_failure",
+        "test_transformers_vision",
+        "test_transformers_vision_mrope",
         "test_tts_engines",
+        "test_diffusers",
     }
 )
 

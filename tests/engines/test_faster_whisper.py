@@ -13,7 +13,7 @@ import pytest
 from tests.audio_speech import WORDS, speak
 from xinference.api.openai.audio_files import decode_audio
 from xinference.engines.faster_whisper.config import FasterWhisperConfig
-from xinference.engines.faster_whisper.engine import FasterWhisperEngine
+from xinference.engines.faster_whisper.engine import FasterWhisperEngine, pool_threads
 from xinference.engines.matcher import choose_engine
 from xinference.errors import InvalidRequest
 from xinference.hardware import HardwareInfo
@@ -104,6 +104,13 @@ def test_concurrent_requests_run_side_by_side(engine: FasterWhisperEngine, sampl
 
     results = _run(engine, both())
     assert len({r["text"] for r in results}) == 1 and "fox" in results[0]["text"].lower()
+
+
+def test_the_request_pool_has_two_threads_beyond_the_workers(engine: FasterWhisperEngine) -> None:
+    """Two CTranslate2 workers, four request threads: two requests can compute their features while both workers
+    decode (see the engine's docstring)."""
+    assert pool_threads(2) == 4 and engine.stats() == {"workers": 2, "threads": 4}
+    assert engine._pool is not None and engine._pool._max_workers == 4
 
 
 def test_stream_yields_segments_then_the_whole_text(engine: FasterWhisperEngine, samples: bytes) -> None:

@@ -5,6 +5,9 @@ vLLM's and SGLang's own fit, arguments and runner are tested in ``test_vllm*.py`
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from xinference.engines.envs.libcheck import check_library, version_tuple
@@ -33,3 +36,17 @@ def test_check_library_versions(monkeypatch) -> None:  # type: ignore[no-untyped
 def test_unknown_or_bad_options_are_400(cls) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidRequest, match="does not take a launch option 'n_ctx'"):
         cls.parse_config({"n_ctx": 4096})
+
+
+def test_the_whisper_gpu_check_says_what_cuda_float16_needs() -> None:
+    """``scripts/gpu_whisper_check.py`` checks faster-whisper's CUDA float16 path on a GPU machine; here (no CUDA in
+    CTranslate2) its first check refuses with what to install, or lets ``--allow-cpu`` run the script on int8."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    if ctranslate2.get_cuda_device_count():
+        pytest.skip("this machine has CUDA: the script itself is the check")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import gpu_whisper_check
+
+    with pytest.raises(RuntimeError, match="cuDNN 9"):
+        gpu_whisper_check.cuda_report(allow_cpu=False)
+    assert "int8 on the CPU" in gpu_whisper_check.cuda_report(allow_cpu=True)

@@ -114,6 +114,17 @@ def test_unknown_model_suggests_close_names() -> None:
         ModelRegistry().get("smollm2-instrct")
 
 
+def test_a_model_asked_for_under_another_type_names_its_type() -> None:
+    """Launches default to LLM (as Xinference's do): asking for an audio model so must say which type to give, not
+    "did you mean <the same name>"."""
+    with pytest.raises(ModelNotFound, match="'whisper-tiny.en' is an audio model, not LLM") as raised:
+        ModelRegistry().get("whisper-tiny.en", "LLM")
+    assert raised.value.param == "model_type" and "--model-type audio" in str(raised.value)
+    with pytest.raises(ModelNotFound, match="is an embedding model, not rerank"):
+        ModelRegistry().get("all-MiniLM-L6-v2", "rerank")
+    assert ModelRegistry().get("whisper-tiny.en", "audio").model_type == "audio"
+
+
 def test_duplicate_names_rejected() -> None:
     family = ModelFamily.model_validate(MINIMAL)
     with pytest.raises(RuntimeError, match="twice"):

@@ -37,10 +37,12 @@ from xinference.api.mcp.config import McpConfig, load_config
 from xinference.api.mcp.manager import McpHub
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
-from xinference.api.openai import embeddings, rerank, speech, transcriptions
+from xinference.api.openai import embeddings, images, rerank, speech, transcriptions
 from xinference.api.openai.chat import router as chat
 from xinference.api.openai.chat.serving import GenerationService
 from xinference.api.openai.embeddings import EmbeddingService
+from xinference.api.openai.image_files import ImageStore
+from xinference.api.openai.images import ImagesService
 from xinference.api.openai.rerank import RerankService
 from xinference.api.openai.responses import router as responses
 from xinference.api.openai.responses.serving import ResponsesService
@@ -65,6 +67,7 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     rerank.attach_router,  # Jina / Cohere rerank
     transcriptions.attach_router,  # OpenAI audio transcriptions and translations (speech to text)
     speech.attach_router,  # OpenAI text to speech, a TTS model's voices
+    images.attach_router,  # OpenAI image generation and edits, their files, a request's progress
     cache.attach_router,  # downloaded weights
     envs.attach_router,  # engine environments (before the engine matrix)
     engines.attach_router,  # the engine matrix
@@ -111,6 +114,9 @@ def create_app(
         app.state.rerank = RerankService(routes)
         app.state.transcriptions = TranscriptionService(routes)
         app.state.speech = SpeechService(routes)
+        app.state.images = ImagesService(
+            routes, app.state.generation.requests, ImageStore(settings.home_dir() / "images")
+        )
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
         app.state.messages = MessagesService(app.state.generation, routes)
         max_items, ttl = settings.responses_store_limits()

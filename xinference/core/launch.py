@@ -186,6 +186,9 @@ class LaunchPlan:
     gpu_indices: list[int] = field(default_factory=list)
     #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
     draft: dict[str, Any] | None = None
+    #: the multimodal projector of a GGUF vision model, planned at launch (``model/projector.py``): a file name of
+    #: the spec's ``multimodal_projectors`` or an absolute path on the worker; None: none
+    projector: str | None = None
     #: the launch this replica belongs to and the supervisor incarnation that placed it: what the supervisor judges a
     #: reported replica by (``core/supervisor/membership.py``); empty in plans saved before they existed
     launch_id: str = ""

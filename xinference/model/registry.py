@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 _FAMILY_LIST = TypeAdapter(list[ModelFamily])
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 @dataclass(frozen=True)
 class SpecChoice:
     """One concrete way to run a family: a spec and one of its quantizations."""
@@ -103,7 +107,14 @@ class ModelRegistry:
     def get(self, model_name: str, model_type: str | None = None) -> ModelFamily:
         """The family called ``model_name``; ModelNotFound (with close matches) when there is none."""
         family = self._families.get(model_name)
-        if family is None or (model_type is not None and family.model_type.lower() != model_type.lower()):
+        if family is not None and model_type is not None and family.model_type.lower() != model_type.lower():
+            # the type defaults to LLM (as in Xinference): "did you mean <the same name>" would not say what is wrong
+            raise ModelNotFound(
+                f"{model_name!r} is {_article(family.model_type)} {family.model_type} model, not {model_type}: give "
+                f"its type (model_type {family.model_type!r}, or --model-type {family.model_type} on the command line)",
+                param="model_type",
+            )
+        if family is None:
             close = difflib.get_close_matches(model_name, list(self._families), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             kind = f"{model_type} model" if model_type else "model"

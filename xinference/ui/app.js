@@ -9,6 +9,7 @@ import { RunningPage } from "./pages/running.js";
 import { ChatPage } from "./pages/chat.js";
 import { TryPage } from "./pages/try.js";
 import { AudioPage } from "./pages/audio.js";
+import { ImagesPage } from "./pages/images.js";
 import { LogsPage } from "./pages/logs.js";
 import { ClusterPage } from "./pages/cluster.js";
 import { RegisterPage } from "./pages/register.js";
@@ -19,6 +20,7 @@ const PAGES = {
   chat: { title: "Chat", component: ChatPage, nav: true },
   try: { title: "Embeddings & rerank", component: TryPage, nav: true },
   audio: { title: "Audio", component: AudioPage, nav: true },
+  images: { title: "Images", component: ImagesPage, nav: true },
   register: { title: "Register a model", component: RegisterPage, nav: true },
   cluster: { title: "Cluster", component: ClusterPage, nav: true },
   logs: { title: "Logs", component: LogsPage, nav: true },

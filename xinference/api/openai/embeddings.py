@@ -98,10 +98,16 @@ def check_model_type(route: Route, model_type: str, ability: str, what: str) -> 
     """WrongModelType (400) naming the model's type and the operation when ``route`` cannot do ``what``."""
     if route.model_type != model_type or ability not in route.model_ability:
         raise WrongModelType(
-            f"model {route.model_uid!r} is a {route.model_type} model with abilities "
-            f"{', '.join(route.model_ability)}; it cannot serve {what} (that needs a {model_type} model)",
+            f"model {route.model_uid!r} is {_a(route.model_type)} {route.model_type} model with abilities "
+            f"{', '.join(route.model_ability)}; it cannot serve {what} (that needs {_a(model_type)} {model_type} "
+            f"model with the {ability} ability)",
             param="model",
         )
+
+
+def _a(word: str) -> str:
+    """The indefinite article before ``word`` ("an audio model", "a rerank model")."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 class EmbeddingService:

@@ -53,8 +53,10 @@ _PULL_WAIT = 5.0
 
 # -- protocol ----------------------------------------------------------------------------------------------------------
 class TranscriptionForm(OpenAIRequest):
-    """The form fields of ``POST /v1/audio/transcriptions`` (and of translations, which take no ``language``,
-    ``timestamp_granularities`` or ``stream``), in OpenAI's order."""
+    """The form fields of ``POST /v1/audio/transcriptions`` (and of translations, which take no
+    ``timestamp_granularities`` or ``stream``), in OpenAI's order. For a translation ``language`` names the spoken
+    language (OpenAI's translations have no such field, Xinference's client sends it): the model skips detecting it,
+    and a language the model lacks is a 400 as for a transcription."""
 
     model: str = Field(min_length=1)
     language: str | None = Field(default=None, max_length=20)
@@ -141,7 +143,8 @@ def render(result: dict[str, Any], form: TranscriptionForm, task: str) -> Respon
         return PlainTextResponse(format_vtt(result["segments"]), media_type="text/vtt")
     body: dict[str, Any] = {
         "task": task,
-        "language": result["language"],
+        # OpenAI: a transcription names the language spoken, a translation the language written (always English)
+        "language": "english" if task == "translate" else result["language"],
         "duration": result["duration"],
         "text": result["text"],
         "segments": result["segments"],
@@ -186,7 +189,7 @@ async def read_form(request: Request, task: str) -> tuple[TranscriptionForm, byt
             else:
                 fields[name] = value
         if task == "translate":
-            for name in ("language", "timestamp_granularities", "stream"):
+            for name in ("timestamp_granularities", "stream"):
                 fields.pop(name, None)
         try:
             parsed = TranscriptionForm.model_validate(fields)

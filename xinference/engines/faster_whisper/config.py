@@ -39,8 +39,9 @@ class FasterWhisperConfig(BaseModel):
         default=None,
         ge=1,
         le=64,
-        description="transcriptions run at once (each on its own thread and CTranslate2 worker); more requests "
-        "wait in the engine's queue. Default: half the cores on a CPU (at most 4), 4 on a GPU",
+        description="transcriptions decoded at once (each on its own CTranslate2 worker; two more request threads "
+        "compute the next requests' features meanwhile); more requests wait in the engine's queue. Default: half "
+        "the cores on a CPU (at most 4), 4 on a GPU",
     )
     cpu_threads: int | None = Field(
         default=None, ge=1, le=256, description="CPU threads of each worker; default: the cores shared out"

@@ -1,10 +1,17 @@
 """Speech-to-text through faster-whisper: Whisper converted for CTranslate2 (int8 on a CPU, float16 on CUDA).
 
-Concurrency: the model loads once with ``num_workers`` CTranslate2 workers, and each request runs on one thread of
-a pool of that size, so that many transcriptions decode at once (CTranslate2 runs calls from different threads in
-parallel, one per worker); further requests wait in the pool's queue, inside the engine. The platform adds no
-queue of its own. Long audio (longer than ``vad_min_seconds``, 30 s by default) is cut into speech chunks by
-faster-whisper's Silero VAD (``vad_filter``), so silences are skipped and no window straddles a pause.
+Concurrency: the model loads once with ``num_workers`` CTranslate2 workers, and each request runs on one thread of a
+pool of ``num_workers + 2`` threads (:func:`pool_threads`). A request's thread does more than call CTranslate2: it
+computes the log-mel features, runs the VAD, and between decoder calls splits segments, decodes tokens and aligns
+words in Python. With only one thread per worker, a worker sat idle while its thread did that work, and the requests
+waiting in the pool could not even start their features (``benchmark/compare_stt.py`` measured 0.86x raw
+faster-whisper's requests/s at c=4). The two extra threads prepare the next requests while every worker decodes;
+CTranslate2 queues their decoder calls until a worker frees up, so more threads would only hold more audio in
+memory, not decode faster. Further requests wait in the pool's queue, inside the engine. The platform adds no queue
+of its own.
+
+Long audio (longer than ``vad_min_seconds``, 30 s by default) is cut into speech chunks by faster-whisper's Silero
+VAD (``vad_filter``), so silences are skipped and no window straddles a pause.
 
 Pytorch checkpoints (``openai/whisper-*``, a fine-tune saved by Transformers) are converted once with CTranslate2's
 own converter (``TransformersConverter``, which needs transformers and torch) into
@@ -26,6 +33,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
@@ -38,7 +46,7 @@ if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["SAMPLE_RATE", "FasterWhisperEngine", "samples_of"]
+__all__ = ["SAMPLE_RATE", "FasterWhisperEngine", "conversion_dir", "pool_threads", "samples_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +57,13 @@ SAMPLE_RATE = 16_000
 _COPIED_FILES = ("tokenizer.json", "preprocessor_config.json")
 #: Runtime memory besides the weights: CTranslate2's buffers, the decoder's cache per worker, the VAD model.
 _OVERHEAD_BYTES = 300 * 1024**2
+#: Pool threads beyond the CTranslate2 workers: they compute features and handle segments while the workers decode.
+_EXTRA_THREADS = 2
+
+
+def pool_threads(num_workers: int) -> int:
+    """Threads of the engine's request pool for ``num_workers`` CTranslate2 workers (see the module docstring)."""
+    return num_workers + _EXTRA_THREADS
 
 
 @contextlib.contextmanager
@@ -69,6 +84,14 @@ def samples_of(audio: bytes) -> Any:
     if len(audio) % 4:
         raise InvalidRequest("audio samples must be float32 (a multiple of 4 bytes)", param="file")
     return np.frombuffer(audio, dtype="<f4")
+
+
+def conversion_dir(model_path: str) -> Path:
+    """Where the CTranslate2 conversion of the pytorch checkpoint at ``model_path`` is kept (one per folder)."""
+    from xinference import settings
+
+    key = hashlib.sha256(os.path.realpath(model_path).encode()).hexdigest()[:16]
+    return settings.cache_dir() / "ctranslate2" / key
 
 
 def _folder_bytes(path: str) -> int:
@@ -159,7 +182,7 @@ class FasterWhisperEngine(Engine):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are local: the hub is never asked
         logger.info("loading %s with faster-whisper: %s", self.model_uid, resolved)
         self._pool = ThreadPoolExecutor(
-            max_workers=resolved.num_workers, thread_name_prefix=f"whisper-{self.model_uid}"
+            max_workers=pool_threads(resolved.num_workers), thread_name_prefix=f"whisper-{self.model_uid}"
         )
         loop = asyncio.get_running_loop()
         try:
@@ -169,9 +192,7 @@ class FasterWhisperEngine(Engine):
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
             raise LaunchFailed(f"faster-whisper could not load {self.model_uid}: {exc}") from exc
         self._multilingual = bool(self._model.model.is_multilingual)
-        from faster_whisper.tokenizer import _LANGUAGE_CODES
-
-        self._languages = frozenset(_LANGUAGE_CODES) if self._multilingual else frozenset({"en"})
+        self._languages = _model_languages(self._model) if self._multilingual else frozenset({"en"})
 
     def _load_model(self, resolved: ResolvedFasterWhisperConfig) -> Any:
         from faster_whisper import WhisperModel
@@ -191,10 +212,7 @@ class FasterWhisperEngine(Engine):
         thread: it loads the checkpoint with torch, seconds for tiny, minutes for large)."""
         from ctranslate2.converters import TransformersConverter
 
-        from xinference import settings
-
-        key = hashlib.sha256(os.path.realpath(self.model_path).encode()).hexdigest()[:16]
-        target = settings.cache_dir() / "ctranslate2" / key
+        target = conversion_dir(self.model_path)
         if (target / "model.bin").is_file():
             return str(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -285,7 +303,7 @@ class FasterWhisperEngine(Engine):
 
     def _run(self, audio: Any, options: dict[str, Any]) -> dict[str, Any]:
         segments, info = self._model.transcribe(audio, **options)
-        rows = [_segment(s) for s in segments]  # decoding happens while the generator is read
+        rows = [_segment(s, index) for index, s in enumerate(segments)]  # decoding happens while it is read
         words = [w for s in rows for w in s.pop("words")]
         return {
             "text": "".join(s["text"] for s in rows).strip(),
@@ -319,16 +337,27 @@ class FasterWhisperEngine(Engine):
             stream.finish(exc)
 
     def stats(self) -> dict[str, Any]:
-        return {"workers": self.resolved.num_workers if self.resolved else 0}
+        workers = self.resolved.num_workers if self.resolved else 0
+        return {"workers": workers, "threads": pool_threads(workers) if workers else 0}
 
 
-def _segment(segment: Any) -> dict[str, Any]:
+def _model_languages(model: Any) -> frozenset[str]:
+    """The language codes a multilingual model has a token for: faster-whisper knows 100, but Whisper before
+    large-v3 has 99 (no ``yue``), and a request for a language without a token would fail inside the decoder."""
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    tokenizer = model.hf_tokenizer
+    return frozenset(code for code in _LANGUAGE_CODES if tokenizer.token_to_id(f"<|{code}|>") is not None)
+
+
+def _segment(segment: Any, index: int) -> dict[str, Any]:
+    """A segment as OpenAI's verbose_json has it (``id`` counts from 0 there; faster-whisper's from 1)."""
     words = [
         {"word": w.word, "start": round(float(w.start), 3), "end": round(float(w.end), 3)}
         for w in (segment.words or ())
     ]
     return {
-        "id": int(segment.id),
+        "id": index,
         "seek": int(segment.seek),
         "start": round(float(segment.start), 3),
         "end": round(float(segment.end), 3),
