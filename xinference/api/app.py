@@ -32,6 +32,9 @@ from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
+from xinference.api.mcp import router as mcp
+from xinference.api.mcp.config import McpConfig, load_config
+from xinference.api.mcp.manager import McpHub
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
 from xinference.api.openai import embeddings, images, rerank, speech, transcriptions
@@ -75,15 +78,20 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     messages.attach_router,  # Anthropic Messages
     responses.attach_router,  # OpenAI Responses
     operations.attach_router,  # devices, launch history, unload and load by hand
+    mcp.attach_router,  # the MCP servers chat requests may use
     attach_metrics,  # GET /metrics
 )
 
 
 def create_app(
-    supervisor_address: str, api_keys: frozenset[str] = frozenset(), bound_host: str | None = None
+    supervisor_address: str,
+    api_keys: frozenset[str] = frozenset(),
+    bound_host: str | None = None,
+    mcp_config: McpConfig | None = None,
 ) -> FastAPI:
     """An API bound to the supervisor at ``supervisor_address`` (an xoscar address), served on ``bound_host`` (the
-    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``)."""
+    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``).
+    ``mcp_config``: the MCP servers to run (default: the file ``XINFERENCE_MCP_CONFIG`` names, if any)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -95,8 +103,12 @@ def create_app(
         routes.keepalive = KeepAlive(supervisor, routes, routes.admission)
         app.state.routes = routes
         app.state.supervisor = supervisor
-        app.state.generation = GenerationService(routes)
-        app.state.models = ModelsService(supervisor, routes)
+        # MCP servers: started here, stopped when the API stops (stdio servers with it)
+        hub = McpHub(mcp_config if mcp_config is not None else _mcp_config_from_env())
+        app.state.mcp = hub
+        await hub.start()
+        app.state.generation = GenerationService(routes, mcp=hub)
+        app.state.models = ModelsService(supervisor, routes, hub.names)
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
@@ -116,6 +128,7 @@ def create_app(
         finally:
             watcher.cancel()
             keepalive.cancel()
+            await hub.stop()
 
     app = FastAPI(title="Xinference", version=__version__, lifespan=lifespan)
     app.state.api_keys = api_keys
@@ -132,3 +145,8 @@ def create_app(
     app.state.host_policy = policy
     app.add_middleware(HostGuardMiddleware, policy=policy)
     return app
+
+
+def _mcp_config_from_env() -> McpConfig:
+    path = settings.mcp_config_path()
+    return load_config(path) if path is not None else McpConfig()
