@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 UID = "smol-mcp"
 FORCE_CAPITAL = {"type": "function", "function": {"name": "lookup_capital"}}
+#: the one URL the server lets ``POST /v1/mcp/servers`` add (XINFERENCE_MCP_ALLOWED_URLS)
+RUNTIME_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     config = home / "mcp.json"
     down = f"http://127.0.0.1:{free_port()}/mcp"
     config.write_text(json.dumps({"mcpServers": {"tools": stdio_entry(), "down": {"url": down}}}))
-    local = start_local_server(home, "--mcp-config", str(config), env={"XINFERENCE_MCP_CALL_TIMEOUT": "3"})
+    env = {"XINFERENCE_MCP_CALL_TIMEOUT": "3", "XINFERENCE_MCP_ALLOWED_URLS": f"http://127.0.0.1:{RUNTIME_PORT}/mcp"}
+    local = start_local_server(home, "--mcp-config", str(config), env=env)
     try:
         launch = {"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp", "model_uid": UID, "mcp_servers": ["tools"]}
         response = httpx.post(f"{local.api}/models", json=launch, timeout=180)
@@ -195,7 +198,9 @@ def test_request_errors(server: LocalServer) -> None:
 def test_add_and_remove_servers_at_runtime(server: LocalServer) -> None:
     refused = httpx.post(f"{server.api}/mcp/servers", json={"name": "sneaky", **stdio_entry()}, timeout=10)
     assert refused.status_code == 400 and "only 'url' servers" in refused.json()["error"]["message"]
-    with http_tool_server() as url:
+    elsewhere = httpx.post(f"{server.api}/mcp/servers", json={"name": "far", "url": "http://10.0.0.1/mcp"}, timeout=10)
+    assert elsewhere.status_code == 400 and elsewhere.json()["error"]["param"] == "url"
+    with http_tool_server(RUNTIME_PORT) as url:
         added = httpx.post(f"{server.api}/mcp/servers", json={"name": "remote", "url": url}, timeout=10)
         assert added.status_code == 200, added.text
         wait_for(server, "remote", "ready")

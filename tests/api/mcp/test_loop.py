@@ -181,7 +181,7 @@ def test_a_server_that_is_down_is_an_error_for_the_model(tmp_path: Path) -> None
     model = ScriptedModel(("", [call("search", {"q": "x"})]), ("No search today.", []))
 
     async def body(hub: McpHub, tools: ToolSet) -> None:
-        await hub.add("gone", {"url": "http://127.0.0.1:9/mcp"})
+        await hub.add("gone", {"url": "http://127.0.0.1:9/mcp"}, from_request=False)
         info = ToolInfo("search", "Search.", {"type": "object"})
         down = ToolSet.build([("gone", HubServer(hub, "gone"), [info])])
         result = await run_tool_loop(model.complete, USER, down, None, max_rounds=8, timeout=5)

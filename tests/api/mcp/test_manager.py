@@ -107,11 +107,16 @@ def test_http_server_down_then_up(tmp_path: Path) -> None:
     run_hub({"remote": {"url": f"http://127.0.0.1:{port}/mcp"}}, tmp_path, body)
 
 
-def test_runtime_add_and_remove(tmp_path: Path) -> None:
+def test_runtime_add_and_remove(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def body(hub: McpHub) -> None:
         with pytest.raises(InvalidRequest, match="only 'url' servers may be added at runtime"):
             await hub.add("local", stdio_entry())
         with http_tool_server() as url:
+            monkeypatch.delenv("XINFERENCE_MCP_ALLOWED_URLS", raising=False)
+            with pytest.raises(InvalidRequest, match="XINFERENCE_MCP_ALLOWED_URLS") as refused:
+                await hub.add("remote", {"url": url})
+            assert refused.value.param == "url" and hub.names() == []
+            monkeypatch.setenv("XINFERENCE_MCP_ALLOWED_URLS", url)
             added = await hub.add("remote", {"url": url})
             assert added["name"] == "remote" and added["status"] == "starting"
             await wait_status(hub, "remote", "ready")

@@ -429,7 +429,8 @@ class McpHub:
         return self._get(name).describe()
 
     async def add(self, name: str, entry: object, *, from_request: bool = True) -> dict[str, Any]:
-        """Add and start a server; a request may add stdio servers only when the config allowed it."""
+        """Add and start a server. From a request: a URL server only where ``XINFERENCE_MCP_ALLOWED_URLS`` allows its
+        URL, a stdio server only where the config allowed commands (``allowRuntimeCommands``, which trusts both)."""
         check_server_name(name, "name")
         config = parse_server(entry, "server")
         if isinstance(config, StdioServerConfig) and from_request and not self.allow_runtime_commands:
@@ -438,6 +439,8 @@ class McpHub:
                 'file, unless it sets "allowRuntimeCommands": true',
                 param="command",
             )
+        if isinstance(config, HttpServerConfig) and from_request and not self.allow_runtime_commands:
+            check_url_allowed(config.url, "url")  # an API call may not make the platform reach any host it names
         if name in self._servers:
             raise McpServerExists(f"an MCP server named {name!r} exists already; remove it first", param="name")
         server = self._launch(name, config)
