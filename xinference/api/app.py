@@ -32,6 +32,7 @@ from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
+from xinference.api.mcp_server import http as mcp_server
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
 from xinference.api.openai import embeddings, rerank, speech, transcriptions
@@ -73,6 +74,7 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     responses.attach_router,  # OpenAI Responses
     operations.attach_router,  # devices, launch history, unload and load by hand
     attach_metrics,  # GET /metrics
+    mcp_server.attach_router,  # the platform's own tools as an MCP server (streamable HTTP)
 )
 
 
@@ -106,7 +108,8 @@ def create_app(
         watcher = asyncio.create_task(routes.watch())
         keepalive = asyncio.create_task(routes.keepalive.watch())
         try:
-            yield
+            async with mcp_server.serve_mcp(app):
+                yield
         finally:
             watcher.cancel()
             keepalive.cancel()
