@@ -46,7 +46,8 @@ class ClientPlatform:
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         params = {k: v for k, v in body.items() if k not in ("model", "messages")}
         with _as_tool_error():
-            return await self._client.chat_completion(body["model"], body["messages"], **params)
+            answer: dict[str, Any] = await self._client.chat_completion(body["model"], body["messages"], **params)
+        return answer
 
     async def embed(self, body: dict[str, Any]) -> dict[str, Any]:
         params = {k: v for k, v in body.items() if k not in ("model", "input")}
