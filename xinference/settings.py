@@ -29,6 +29,10 @@ __all__ = [
     "load_timeout",
     "logs_dir",
     "max_queued",
+    "mcp_allowed_urls",
+    "mcp_call_timeout",
+    "mcp_config_path",
+    "mcp_logs_dir",
     "metrics_public",
     "model_logs_dir",
     "model_restart_limit",
@@ -270,3 +274,30 @@ def metrics_public() -> bool:
     """``XINFERENCE_METRICS_PUBLIC=1``: ``GET /metrics`` answers without an API key (for a scraper on a trusted
     network); by default it needs one, like every other route, when keys are configured."""
     return os.environ.get("XINFERENCE_METRICS_PUBLIC", "").strip().lower() in ("1", "true", "yes")
+
+
+def mcp_config_path() -> Path | None:
+    """``XINFERENCE_MCP_CONFIG`` (``--mcp-config`` sets it): the JSON file of MCP servers the platform starts or
+    connects to (``{"mcpServers": {...}}``, see doc/mcp.md); ``None`` when unset."""
+    raw = os.environ.get("XINFERENCE_MCP_CONFIG", "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def mcp_allowed_urls() -> tuple[str, ...]:
+    """``XINFERENCE_MCP_ALLOWED_URLS``: comma-separated URL prefixes a request may name as an MCP server (the
+    Responses ``mcp`` tool, Anthropic's ``mcp_servers``). Default none: requests reach configured servers only."""
+    raw = os.environ.get("XINFERENCE_MCP_ALLOWED_URLS", "")
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def mcp_call_timeout() -> float:
+    """``XINFERENCE_MCP_CALL_TIMEOUT`` (default 60 s): how long the platform waits for one MCP tool call before it
+    hands the model an error instead of the tool's output."""
+    return _seconds("XINFERENCE_MCP_CALL_TIMEOUT", 60.0)
+
+
+def mcp_logs_dir() -> Path:
+    """Where each stdio MCP server's stderr goes: ``XINFERENCE_HOME/logs/mcp/<name>.log``."""
+    path = logs_dir() / "mcp"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
