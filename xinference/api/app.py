@@ -32,6 +32,7 @@ from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
+from xinference.api.mcp.manager import McpHub
 from xinference.api.mcp_server import http as mcp_server
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
@@ -104,7 +105,9 @@ def create_app(
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
         app.state.messages = MessagesService(app.state.generation, routes)
         max_items, ttl = settings.responses_store_limits()
-        app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
+        app.state.responses = ResponsesService(
+            app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: _mcp_hub(app)
+        )
         watcher = asyncio.create_task(routes.watch())
         keepalive = asyncio.create_task(routes.keepalive.watch())
         try:
@@ -129,3 +132,12 @@ def create_app(
     app.state.host_policy = policy
     app.add_middleware(HostGuardMiddleware, policy=policy)
     return app
+
+
+def _mcp_hub(app: FastAPI) -> McpHub:
+    """The app's MCP hub (``app.state.mcp``); an empty one (request-named URLs only) when none was started."""
+    hub = getattr(app.state, "mcp", None)
+    if hub is None:
+        hub = app.state.mcp = McpHub()
+    assert isinstance(hub, McpHub)
+    return hub

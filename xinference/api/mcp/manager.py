@@ -432,7 +432,7 @@ class McpHub:
         if isinstance(config, StdioServerConfig) and from_request and not self.allow_runtime_commands:
             raise InvalidRequest(
                 "only 'url' servers may be added at runtime; stdio servers ('command') come from the MCP config "
-                "file, unless it sets \"allowRuntimeCommands\": true",
+                'file, unless it sets "allowRuntimeCommands": true',
                 param="command",
             )
         if name in self._servers:
@@ -481,7 +481,9 @@ class McpHub:
                 link.fail(exc.message)  # reconnect in the background
             raise
 
-    async def open_url(self, url: str, headers: dict[str, str] | None = None, *, param: str = "server_url") -> RemoteSession:
+    async def open_url(
+        self, url: str, headers: dict[str, str] | None = None, *, param: str = "server_url"
+    ) -> RemoteSession:
         """A session with a request-named server (checked against ``XINFERENCE_MCP_ALLOWED_URLS``); close it with
         ``aclose()`` or use it as ``async with``."""
         check_url_allowed(url, param)
