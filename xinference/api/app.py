@@ -103,7 +103,7 @@ def create_app(
         app.state.transcriptions = TranscriptionService(routes)
         app.state.speech = SpeechService(routes)
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
-        app.state.messages = MessagesService(app.state.generation, routes)
+        app.state.messages = MessagesService(app.state.generation, routes, mcp_hub=lambda: _mcp_hub(app))
         max_items, ttl = settings.responses_store_limits()
         app.state.responses = ResponsesService(
             app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: _mcp_hub(app)
