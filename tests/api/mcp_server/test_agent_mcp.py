@@ -168,12 +168,13 @@ def test_responses_tool_error_is_a_failed_call(client: openai.OpenAI, tools: Too
         input="Try the tool.",
         tools=[mcp_tool(tools, require_approval="never", allowed_tools=["fail"])],  # type: ignore[list-item]
         tool_choice=forced("fail"),  # type: ignore[arg-type]
-        max_output_tokens=16,
+        max_output_tokens=64,  # room for the forced call's arguments: a call cut short is not run
         temperature=0,
     )
     call = next(item for item in response.output if item.type == "mcp_call")
     assert call.status == "failed" and call.output is None  # type: ignore[union-attr]
     error = call.model_dump()["error"]
+    assert error is not None, call
     assert error["type"] == "mcp_tool_execution_error" and "fail" in error["content"][0]["text"]
 
 
@@ -208,7 +209,7 @@ def test_anthropic_mcp_connector(server: LocalServer, tools: ToolServer) -> None
         messages=[{"role": "user", "content": "Which process are you talking to?"}],
         mcp_servers=servers,  # type: ignore[arg-type]
         tool_choice={"type": "any"},
-        temperature=0,
+        extra_body={"temperature": 0},  # this SDK version takes sampling fields through extra_body
         betas=[BETA],
     )
     kinds = [block.type for block in message.content]
@@ -225,7 +226,7 @@ def test_anthropic_mcp_connector(server: LocalServer, tools: ToolServer) -> None
         messages=[{"role": "user", "content": "Which process are you talking to?"}],
         mcp_servers=servers,  # type: ignore[arg-type]
         tool_choice={"type": "tool", "name": "whoami"},
-        temperature=0,
+        extra_body={"temperature": 0},  # this SDK version takes sampling fields through extra_body
         betas=[BETA],
     ) as stream:
         final = stream.get_final_message()

@@ -293,6 +293,12 @@ def responses_to_chat(request: ResponsesRequest, history: list[dict[str, Any]]) 
     if not items.messages and not history and not mcp.resume:
         raise InvalidRequest("input is empty", param="input")
     mcp.check()
+    if mcp.resume and not history:
+        raise InvalidRequest(
+            f"mcp_approval_response {mcp.resume[0].approval_request_id[:80]!r} answers a request of an earlier "
+            "response: give its previous_response_id",
+            param="previous_response_id",
+        )
     # With MCP tools the chat rules are checked on the client's tools only; the MCP ones join them per turn.
     checked_choice = tool_choice if not mcp or (tools and not isinstance(request.tool_choice, dict)) else None
     fields: dict[str, Any] = dict(
