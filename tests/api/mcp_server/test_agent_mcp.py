@@ -7,7 +7,6 @@ test knows, so an output that came from the tool is told from one the model made
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
