@@ -32,6 +32,8 @@ from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
+from xinference.api.mcp import router as mcp
+from xinference.api.mcp.config import McpConfig, load_config
 from xinference.api.mcp.manager import McpHub
 from xinference.api.mcp_server import http as mcp_server
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
@@ -74,16 +76,21 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     messages.attach_router,  # Anthropic Messages
     responses.attach_router,  # OpenAI Responses
     operations.attach_router,  # devices, launch history, unload and load by hand
+    mcp.attach_router,  # the MCP servers chat requests may use
     attach_metrics,  # GET /metrics
     mcp_server.attach_router,  # the platform's own tools as an MCP server (streamable HTTP)
 )
 
 
 def create_app(
-    supervisor_address: str, api_keys: frozenset[str] = frozenset(), bound_host: str | None = None
+    supervisor_address: str,
+    api_keys: frozenset[str] = frozenset(),
+    bound_host: str | None = None,
+    mcp_config: McpConfig | None = None,
 ) -> FastAPI:
     """An API bound to the supervisor at ``supervisor_address`` (an xoscar address), served on ``bound_host`` (the
-    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``)."""
+    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``).
+    ``mcp_config``: the MCP servers to run (default: the file ``XINFERENCE_MCP_CONFIG`` names, if any)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -95,18 +102,22 @@ def create_app(
         routes.keepalive = KeepAlive(supervisor, routes, routes.admission)
         app.state.routes = routes
         app.state.supervisor = supervisor
-        app.state.generation = GenerationService(routes)
-        app.state.models = ModelsService(supervisor, routes)
+        # MCP servers: started here, stopped when the API stops (stdio servers with it)
+        hub = McpHub(mcp_config if mcp_config is not None else _mcp_config_from_env())
+        app.state.mcp = hub
+        await hub.start()
+        app.state.generation = GenerationService(routes, mcp=hub)
+        app.state.models = ModelsService(supervisor, routes, hub.names)
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
         app.state.transcriptions = TranscriptionService(routes)
         app.state.speech = SpeechService(routes)
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
-        app.state.messages = MessagesService(app.state.generation, routes, mcp_hub=lambda: _mcp_hub(app))
+        app.state.messages = MessagesService(app.state.generation, routes, mcp_hub=lambda: hub)
         max_items, ttl = settings.responses_store_limits()
         app.state.responses = ResponsesService(
-            app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: _mcp_hub(app)
+            app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: hub
         )
         watcher = asyncio.create_task(routes.watch())
         keepalive = asyncio.create_task(routes.keepalive.watch())
@@ -116,6 +127,7 @@ def create_app(
         finally:
             watcher.cancel()
             keepalive.cancel()
+            await hub.stop()
 
     app = FastAPI(title="Xinference", version=__version__, lifespan=lifespan)
     app.state.api_keys = api_keys
@@ -134,10 +146,6 @@ def create_app(
     return app
 
 
-def _mcp_hub(app: FastAPI) -> McpHub:
-    """The app's MCP hub (``app.state.mcp``); an empty one (request-named URLs only) when none was started."""
-    hub = getattr(app.state, "mcp", None)
-    if hub is None:
-        hub = app.state.mcp = McpHub()
-    assert isinstance(hub, McpHub)
-    return hub
+def _mcp_config_from_env() -> McpConfig:
+    path = settings.mcp_config_path()
+    return load_config(path) if path is not None else McpConfig()

@@ -65,6 +65,9 @@ class LaunchRequest:
     max_queued: int | None = None
     queue_timeout: float | None = None
     autostart: bool = False
+    # -- MCP: the configured MCP servers (names, or "*") whose tools chat requests that send no tools of their own
+    # get (doc/mcp.md); kept with the model, read by the API
+    mcp_servers: list[str] | str | None = None
 
 
 #: Every platform field of a launch, in declaration order (``engine_kwargs`` is not one: it holds the rest).

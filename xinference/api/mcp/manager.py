@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, AsyncIterator, Callable, Literal
+from typing import Any, AsyncIterator, Callable, Literal, TextIO
 from urllib.parse import urlsplit
 
 import anyio
@@ -193,7 +193,7 @@ class _Link:
     """One client session, owned by a task of its own; ``ended`` is set when the connection is over for any reason
     (``stop()``, the server exited, the transport failed)."""
 
-    def __init__(self, label: str, config: ServerConfig, errlog: IO[str] | None) -> None:
+    def __init__(self, label: str, config: ServerConfig, errlog: TextIO | None) -> None:
         self.label = label
         self.config = config
         self._errlog = errlog
@@ -337,8 +337,10 @@ def _tool_result(result: CallToolResult) -> ToolResult:
 
 def _describe(exc: BaseException) -> str:
     """A short reason for ``last_error``: the innermost errors of a task group, not its wrapper."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    inner = getattr(exc, "exceptions", None)  # an exception group (Python 3.11+, or the backport anyio uses)
+    while isinstance(inner, (list, tuple)) and inner and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
     text = str(exc) or type(exc).__name__
     return text[:_ERROR_MAX]
 
@@ -365,7 +367,8 @@ class _Server:
     last_error: str | None = None
     link: _Link | None = None
     task: asyncio.Task[None] | None = None
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    #: set while the server is not ``starting`` (ready, failed or stopped): what a call waiting for it waits on
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
     stopping: bool = False
     #: how many times it was (re)started, and whether it came from the config file or ``POST /v1/mcp/servers``
     starts: int = 0
@@ -442,16 +445,16 @@ class McpHub:
         return server.describe()
 
     async def remove(self, name: str) -> None:
-        server = self._get(name)
+        server = self._get(name, param="name")
         del self._servers[name]
         await self._halt(server)
 
     async def wait_ready(self, name: str, timeout: float = _READY_WAIT) -> None:
         """Wait until ``name`` is ready; McpError with its last error when it is not within ``timeout``."""
         server = self._get(name)
-        if server.status != "ready":
+        if server.status == "starting":  # a failed one waits for its backoff: no use waiting for it here
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(server.ready.wait(), timeout)
+                await asyncio.wait_for(server.settled.wait(), timeout)
         if server.status != "ready" or server.link is None:
             why = f": {server.last_error}" if server.last_error else ""
             raise McpError(f"MCP server {name!r} is {server.status}{why}")
@@ -492,11 +495,11 @@ class McpHub:
         return session
 
     # -- supervision -------------------------------------------------------------------------------------------
-    def _get(self, name: str) -> _Server:
+    def _get(self, name: str, param: str = "mcp_servers") -> _Server:
         server = self._servers.get(name)
         if server is None:
             known = ", ".join(self._servers) or "none"
-            raise McpServerNotFound(f"no MCP server named {name!r} (configured: {known})", param="mcp_servers")
+            raise McpServerNotFound(f"no MCP server named {name[:80]!r} (configured: {known})", param=param)
         return server
 
     def _launch(self, name: str, config: ServerConfig) -> _Server:
@@ -514,26 +517,27 @@ class McpHub:
             with contextlib.suppress(BaseException):
                 await server.task
         server.status = "stopped"
-        server.ready.clear()
+        server.settled.set()
 
     async def _supervise(self, server: _Server) -> None:
         delay = self._backoff[0]
         while not server.stopping:
             started = time.monotonic()
             server.status, server.starts = "starting", server.starts + 1
+            server.settled.clear()
             with self._errlog(server) as errlog:
                 link = _Link(repr(server.name), server.config, errlog)
                 try:
                     await link.open()
                 except McpError as exc:
                     server.status, server.last_error = "failed", exc.message[:_ERROR_MAX]
+                    server.settled.set()
                     logger.warning("MCP server %s: %s", server.name, exc.message)
                 else:
                     server.link, server.status = link, "ready"
-                    server.ready.set()
+                    server.settled.set()
                     logger.info("MCP server %s ready with %d tools", server.name, len(link.tools))
                     await link.ended.wait()
-                    server.ready.clear()
                     server.link = None
                     if server.stopping:
                         break

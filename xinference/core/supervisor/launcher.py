@@ -64,6 +64,7 @@ def launch_limits(launch: LaunchRequest) -> dict[str, Any]:
         "keep_alive_text": describe_keep_alive(keep),
         "max_queued": launch.max_queued,
         "queue_timeout": launch.queue_timeout,
+        "mcp_servers": launch.mcp_servers,
     }
 
 

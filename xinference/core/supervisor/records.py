@@ -183,6 +183,7 @@ class ModelRecord:
             "engine_config": self.engine_config,
             "keep_alive": self.limits.get("keep_alive_text", "forever"),
             "autostart": bool(self.launch.get("autostart")),
+            "mcp_servers": self.limits.get("mcp_servers"),
             "load_seconds": self.load_seconds,
         }
         if family.model_type != "LLM":

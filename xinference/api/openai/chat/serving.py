@@ -23,7 +23,10 @@ from xinference.api.gateway.keep_alive import note_keep_alive
 from xinference.api.gateway.pump import ReplicaPump
 from xinference.api.gateway.requests import RunningRequests
 from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
+from xinference.api.mcp.loop import ToolSet
+from xinference.api.mcp.manager import McpHub
 from xinference.api.metrics import observe_batch, with_usage
+from xinference.api.openai.chat.mcp_tools import complete_with_tools, request_tools, stream_with_tools
 from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
@@ -39,8 +42,10 @@ _NEEDS = {"chat": "chat", "completions": "generate"}
 class GenerationService:
     """Runs chat and text completions against the model actors found through the route table."""
 
-    def __init__(self, routes: RouteTable, requests: RunningRequests | None = None) -> None:
+    def __init__(self, routes: RouteTable, requests: RunningRequests | None = None, mcp: McpHub | None = None) -> None:
         self._routes = routes
+        #: the MCP servers chat requests may name (``mcp_servers``); None where the app runs none
+        self.mcp = mcp
         #: requests sent with a ``request_id``, which ``abort_request`` stops
         self.requests = requests if requests is not None else RunningRequests()
         self._background: set[asyncio.Task[Any]] = set()
@@ -55,14 +60,29 @@ class GenerationService:
         # Registered before any work starts: an id aborted a moment ago is refused here.
         entry = self.requests.start(body.model, body.request_id) if body.request_id is not None else None
         try:
-            if not body.stream:
+            tools = await self._mcp_tools(body, params) if isinstance(body, ChatCompletionRequest) else None
+            if tools is not None and isinstance(body, ChatCompletionRequest):
+                if not body.stream:
+                    return await self.requests.run(entry, complete_with_tools(self, body, params, tools))
+                batches = await stream_with_tools(self, body, params, tools)
+            elif not body.stream:
                 return await self.requests.run(entry, self.complete(kind, body.model, params, body.keep_alive))
-            batches = await self.open(kind, body.model, params, body.keep_alive)
+            else:
+                batches = await self.open(kind, body.model, params, body.keep_alive)
         except BaseException:
             if entry is not None:
                 self.requests.finish(entry)
             raise
         return self._relay(body.model, self.requests.stream(entry, batches))
+
+    async def _mcp_tools(self, body: ChatCompletionRequest, params: dict[str, Any]) -> ToolSet | None:
+        """The MCP tools this chat request offers its model (see ``mcp_tools.py``), or None."""
+        if body.mcp_servers is None and (self.mcp is None or not self.mcp.names() or params.get("tools")):
+            return None  # the common case: no route lookup
+        launch_servers = None
+        if body.mcp_servers is None:
+            launch_servers = (await self.route(body.model, "chat")).limits.get("mcp_servers")
+        return await request_tools(self.mcp, body, params, launch_servers)
 
     async def route(self, model: str, kind: Kind) -> Route:
         """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
