@@ -12,6 +12,7 @@ import { AudioPage } from "./pages/audio.js";
 import { LogsPage } from "./pages/logs.js";
 import { ClusterPage } from "./pages/cluster.js";
 import { RegisterPage } from "./pages/register.js";
+import { McpPage } from "./pages/mcp.js";
 
 const PAGES = {
   launch: { title: "Launch", component: LaunchPage, nav: true },
@@ -20,6 +21,7 @@ const PAGES = {
   try: { title: "Embeddings & rerank", component: TryPage, nav: true },
   audio: { title: "Audio", component: AudioPage, nav: true },
   register: { title: "Register a model", component: RegisterPage, nav: true },
+  mcp: { title: "MCP servers", component: McpPage, nav: true },
   cluster: { title: "Cluster", component: ClusterPage, nav: true },
   logs: { title: "Logs", component: LogsPage, nav: true },
 };
