@@ -7,6 +7,7 @@ test knows, so an output that came from the tool is told from one the model made
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -59,8 +60,11 @@ def tools() -> Iterator[ToolServer]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, tools: ToolServer) -> Iterator[LocalServer]:
-    """A server that lets requests name the tool server's URL (and no other)."""
-    local = start_local_server(tmp_path_factory.mktemp("agent-mcp"), env={"XINFERENCE_MCP_ALLOWED_URLS": tools.url})
+    """A server that lets requests name the tool server's URL (and no other), and has it configured as ``conf``."""
+    home = tmp_path_factory.mktemp("agent-mcp")
+    config = home / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"conf": {"url": tools.url}}}))
+    local = start_local_server(home, "--mcp-config", str(config), env={"XINFERENCE_MCP_ALLOWED_URLS": tools.url})
     try:
         launched = httpx.post(
             f"{local.api}/models", json={"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}, timeout=300
@@ -159,6 +163,19 @@ def test_responses_approval_request_then_approved_call(client: openai.OpenAI, to
     assert kinds[0] == "mcp_call" and "mcp_list_tools" not in kinds, kinds  # listed once per conversation
     call = approved.output[0]
     assert call.approval_request_id == request.id and call.output == tools.pid  # type: ignore[union-attr]
+
+
+def test_responses_configured_server_by_label(client: openai.OpenAI, tools: ToolServer) -> None:
+    response = client.responses.create(
+        model=DEFAULT_MODEL,
+        input="Which process are you talking to?",
+        tools=[{"type": "mcp", "server_label": "conf", "require_approval": "never"}],  # type: ignore[list-item]
+        tool_choice={"type": "mcp", "server_label": "conf", "name": "whoami"},  # type: ignore[arg-type]
+        max_output_tokens=16,
+        temperature=0,
+    )
+    call = next(item for item in response.output if item.type == "mcp_call")
+    assert call.server_label == "conf" and call.output == tools.pid  # type: ignore[union-attr]
 
 
 def test_responses_tool_error_is_a_failed_call(client: openai.OpenAI, tools: ToolServer) -> None:
