@@ -150,9 +150,11 @@ class ResponsesMcp:
 
     def check(self) -> None:
         labels = [spec.label for spec in self.specs]
+        seen: set[str] = set()
         for spec in self.specs:
-            if labels.count(spec.label) > 1:
+            if spec.label in seen:
                 raise InvalidRequest(f"server_label {spec.label!r} is used twice", param=f"{spec.at}.server_label")
+            seen.add(spec.label)
         if self.choice is not None and self.choice.get("server_label") not in labels:
             raise InvalidRequest(
                 f"tool_choice names MCP server {str(self.choice.get('server_label'))[:80]!r}, which is not in 'tools'",
