@@ -35,6 +35,7 @@ from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
 from xinference.api.mcp import router as mcp
 from xinference.api.mcp.config import McpConfig, load_config
 from xinference.api.mcp.manager import McpHub
+from xinference.api.mcp_server import http as mcp_server
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
 from xinference.api.openai import embeddings, images, rerank, speech, transcriptions
@@ -80,6 +81,7 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     operations.attach_router,  # devices, launch history, unload and load by hand
     mcp.attach_router,  # the MCP servers chat requests may use
     attach_metrics,  # GET /metrics
+    mcp_server.attach_router,  # the platform's own tools as an MCP server (streamable HTTP)
 )
 
 
@@ -118,13 +120,16 @@ def create_app(
             routes, app.state.generation.requests, ImageStore(settings.home_dir() / "images")
         )
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
-        app.state.messages = MessagesService(app.state.generation, routes)
+        app.state.messages = MessagesService(app.state.generation, routes, mcp_hub=lambda: hub)
         max_items, ttl = settings.responses_store_limits()
-        app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
+        app.state.responses = ResponsesService(
+            app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: hub
+        )
         watcher = asyncio.create_task(routes.watch())
         keepalive = asyncio.create_task(routes.keepalive.watch())
         try:
-            yield
+            async with mcp_server.serve_mcp(app):
+                yield
         finally:
             watcher.cancel()
             keepalive.cancel()

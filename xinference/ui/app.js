@@ -13,6 +13,7 @@ import { ImagesPage } from "./pages/images.js";
 import { LogsPage } from "./pages/logs.js";
 import { ClusterPage } from "./pages/cluster.js";
 import { RegisterPage } from "./pages/register.js";
+import { McpPage } from "./pages/mcp.js";
 
 const PAGES = {
   launch: { title: "Launch", component: LaunchPage, nav: true },
@@ -22,6 +23,7 @@ const PAGES = {
   audio: { title: "Audio", component: AudioPage, nav: true },
   images: { title: "Images", component: ImagesPage, nav: true },
   register: { title: "Register a model", component: RegisterPage, nav: true },
+  mcp: { title: "MCP servers", component: McpPage, nav: true },
   cluster: { title: "Cluster", component: ClusterPage, nav: true },
   logs: { title: "Logs", component: LogsPage, nav: true },
 };

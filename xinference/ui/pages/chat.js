@@ -10,6 +10,7 @@ import { renderMarkdown } from "../lib/markdown.js";
 import { chatSnippets } from "../lib/snippets.js";
 import { AttachButton, Thumbnails, canSee, imageDropHandlers, mergeImages, messageContent, readImages }
   from "./chat_images.js";
+import { McpCalls, McpSwitch, takeMcpCall, withMcp } from "../lib/mcp_chat.js";
 
 const isChat = (m) => (m.model_ability || []).includes("chat") && (m.status === "ready" || m.status === "degraded");
 
@@ -49,6 +50,7 @@ function Message({ message }) {
     <div class="msg assistant" data-role="assistant" data-chunks=${stats.chunks || 0} data-done=${message.done ? "1" : "0"}>
       ${message.reasoning && html`<details class="reasoning" open=${!message.content}>
         <summary>Reasoning</summary><div class="reasoning-text">${message.reasoning}</div></details>`}
+      <${McpCalls} calls=${message.mcpCalls} />
       <div class="bubble markdown" data-testid="answer"
         dangerouslySetInnerHTML=${{ __html: renderMarkdown(message.content) }}></div>
       ${message.error && html`<${ErrorBox} error=${message.error} />`}
@@ -86,6 +88,7 @@ export function ChatPage({ arg }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const [showCode, setShowCode] = useState(false);
+  const [mcpOn, setMcpOn] = useState(false);
   const abortRef = useRef(null);
   const endRef = useRef(null);
 
@@ -117,7 +120,7 @@ export function ChatPage({ arg }) {
     for (const [k, v] of Object.entries(fields)) if (v !== undefined && !Number.isNaN(v)) body[k] = v;
     const stops = settings.stop.split("\n").filter((s) => s !== "");
     if (stops.length) body.stop = stops;
-    return body;
+    return withMcp(body, mcpOn);
   };
 
   const send = async (history) => {
@@ -125,7 +128,8 @@ export function ChatPage({ arg }) {
     const controller = new AbortController();
     abortRef.current = controller;
     const reply = { role: "assistant", content: "", reasoning: "", stats: { chunks: 0 }, done: false };
-    const update = () => setMessages([...history, { ...reply, stats: { ...reply.stats } }]);
+    const update = () => setMessages([...history, { ...reply, stats: { ...reply.stats },
+      mcpCalls: reply.mcpCalls && [...reply.mcpCalls] }]);
     update();
     setBusy(true);
     setError(null);
@@ -134,6 +138,7 @@ export function ChatPage({ arg }) {
       const response = await request("/v1/chat/completions", { method: "POST", body, signal: controller.signal });
       await readJsonStream(response, (chunk) => {
         reply.stats.chunks += 1;
+        if (chunk.mcp_call) takeMcpCall(reply, chunk.mcp_call);
         if (chunk.usage) reply.stats.usage = chunk.usage;
         const choice = chunk.choices && chunk.choices[0];
         if (choice) {
@@ -190,6 +195,7 @@ export function ChatPage({ arg }) {
         <h1>Chat</h1>
         <${ModelPicker} models=${models} value=${uid} onChange=${(v) => { setUid(v); location.hash = "#/chat/" + encodeURIComponent(v); }}
           accept=${isChat} />
+        <${McpSwitch} enabled=${mcpOn} setEnabled=${setMcpOn} />
         <button class="ghost" onClick=${() => setShowCode(!showCode)} data-testid="view-code">
           ${showCode ? "Hide code" : "View code"}</button>
         <button class="ghost" onClick=${() => setMessages([])} disabled=${busy}>Clear</button>
