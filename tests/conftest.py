@@ -196,3 +196,17 @@ def whisper_uid(local_server: LocalServer) -> Iterator[str]:
     assert response.json()["model_engine"] == "faster_whisper"
     yield "whisper-tiny.en"
     httpx.delete(f"{local_server.api}/models/whisper-tiny.en", timeout=60)
+
+
+@pytest.fixture(scope="session")
+def tiny_sd_uid(local_server: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny random Stable Diffusion pipeline (``tests/diffusion_models.py``) registered as the custom image model
+    ``tiny-sd`` and launched once on the shared server on diffusers, two steps per image by default; its uid is its
+    name."""
+    pytest.importorskip("diffusers")
+    from tests.diffusion_models import build_tiny_sd, launched_tiny_sd
+
+    path = build_tiny_sd(tmp_path_factory.mktemp("diffusion") / "tiny-sd")
+    with launched_tiny_sd(local_server, "tiny-sd", path, num_inference_steps=2) as launched:
+        assert launched["model_engine"] == "diffusers"
+        yield "tiny-sd"

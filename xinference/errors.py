@@ -17,7 +17,11 @@ xoscar actor calls unchanged.
     ├── AuthenticationFailed             401  authentication_error
     ├── ModelNotFound                    404  not_found_error
     ├── ResponseNotFound                 404  invalid_request_error (code: response_not_found)
+    ├── ImageNotFound                    404  not_found_error (code: image_not_found)
+    ├── RequestNotFound                  404  not_found_error (code: request_not_found)
+    ├── McpServerNotFound                404  not_found_error (code: mcp_server_not_found)
     ├── ModelAlreadyExists               409  conflict_error
+    ├── McpServerExists                  409  conflict_error (code: mcp_server_exists)
     ├── RequestAborted                   409  conflict_error (code: request_aborted)
     ├── LaunchFailed                     500  launch_error
     ├── TooManyRequests                  429  rate_limit_error (Retry-After)
@@ -25,6 +29,8 @@ xoscar actor calls unchanged.
     │   ├── ReplicaUnreachable           503  (code: replica_unreachable)
     │   ├── RequestInterrupted           503  (code: request_interrupted)
     │   └── ModelLoadTimeout             503  (code: model_loading, Retry-After)
+    ├── McpError                         502  mcp_error (code: mcp_error)
+    │   └── McpTimeout                   504  (code: mcp_timeout)
     └── EngineError                      500  engine_error
 
 Programming errors are *not* part of this tree: they stay ``RuntimeError``/``TypeError`` and reach the API's
@@ -40,8 +46,13 @@ __all__ = [
     "ContextLengthExceeded",
     "EngineError",
     "EngineRejected",
+    "ImageNotFound",
     "InvalidRequest",
     "LaunchFailed",
+    "McpError",
+    "McpServerExists",
+    "McpServerNotFound",
+    "McpTimeout",
     "ModelAlreadyExists",
     "ModelLoadTimeout",
     "ModelNotFound",
@@ -49,6 +60,7 @@ __all__ = [
     "ReplicaUnreachable",
     "RequestAborted",
     "RequestInterrupted",
+    "RequestNotFound",
     "RequestTooLarge",
     "ResponseNotFound",
     "TooManyRequests",
@@ -155,6 +167,41 @@ class ResponseNotFound(XinferenceError):
     code = "response_not_found"
 
 
+class ImageNotFound(XinferenceError):
+    """Raised when a generated image's file (``GET /v1/images/files/{name}``) is unknown: never made here, or
+    removed since (the files kept are bounded in count and age)."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "image_not_found"
+
+
+class RequestNotFound(XinferenceError):
+    """Raised when the progress of a request id is asked for (``GET /v1/requests/{id}/progress``) and no request
+    runs, or ran lately, under that id."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "request_not_found"
+
+
+class McpServerNotFound(XinferenceError):
+    """Raised when a request names an MCP server the platform has not configured (``mcp_servers`` of a chat
+    request or a launch, ``DELETE /v1/mcp/servers/{name}``)."""
+
+    status_code = 404
+    error_type = "not_found_error"
+    code = "mcp_server_not_found"
+
+
+class McpServerExists(XinferenceError):
+    """Raised when ``POST /v1/mcp/servers`` adds a server under a name already in use."""
+
+    status_code = 409
+    error_type = "conflict_error"
+    code = "mcp_server_exists"
+
+
 class ModelAlreadyExists(XinferenceError):
     """Raised when a launch asks for a model uid that is already running or launching."""
 
@@ -219,6 +266,23 @@ class RequestInterrupted(ModelUnavailable):
     503. Sending the request again may be served by another replica or by the reloaded model."""
 
     code = "request_interrupted"
+
+
+class McpError(XinferenceError):
+    """Raised when an MCP server cannot be reached, is not ready, or fails a call at the protocol level (not a tool
+    that reported an error: that is the tool's output). Inside a chat's tool loop it becomes the call's error,
+    handed to the model; it reaches a client only where no model is involved (listing a server's tools)."""
+
+    status_code = 502
+    error_type = "mcp_error"
+    code = "mcp_error"
+
+
+class McpTimeout(McpError):
+    """Raised when an MCP server did not answer a call within its timeout."""
+
+    status_code = 504
+    code = "mcp_timeout"
 
 
 class EngineError(XinferenceError):

@@ -6,9 +6,14 @@ environment late still see their values.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from pathlib import Path
+from typing import Literal, Union
+
+#: an IPv4 or IPv6 network, as :mod:`ipaddress` parses one
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -23,12 +28,18 @@ __all__ = [
     "envs_dir",
     "heartbeat_interval",
     "home_dir",
+    "image_fetch_timeout",
+    "image_url_private_networks",
     "keep_alive_default",
     "keep_alive_overrides",
     "llama_cpp_index_url",
     "load_timeout",
     "logs_dir",
     "max_queued",
+    "mcp_allowed_urls",
+    "mcp_call_timeout",
+    "mcp_config_path",
+    "mcp_logs_dir",
     "metrics_public",
     "model_logs_dir",
     "model_restart_limit",
@@ -270,3 +281,59 @@ def metrics_public() -> bool:
     """``XINFERENCE_METRICS_PUBLIC=1``: ``GET /metrics`` answers without an API key (for a scraper on a trusted
     network); by default it needs one, like every other route, when keys are configured."""
     return os.environ.get("XINFERENCE_METRICS_PUBLIC", "").strip().lower() in ("1", "true", "yes")
+
+
+# -- images in chat requests: how the API fetches an image a request names by URL ------------------------------
+def image_fetch_timeout() -> float:
+    """``XINFERENCE_IMAGE_FETCH_TIMEOUT`` (default 5 s): how long the API spends fetching one image a chat request
+    names by URL (connection, redirects and body together) before it answers a 400 naming the part."""
+    return _seconds("XINFERENCE_IMAGE_FETCH_TIMEOUT", 5.0)
+
+
+def image_url_private_networks() -> Union[Literal[True], tuple[IPNetwork, ...]]:
+    """``XINFERENCE_IMAGE_URL_ALLOW_PRIVATE``: which non-public addresses (private, loopback, link-local, reserved)
+    an image URL may lead to. Unset: none, so a request cannot make the API reach into the network it runs in.
+    ``1`` (or ``true``/``yes``): any. Otherwise comma-separated addresses or networks (``10.1.2.0/24,127.0.0.1``):
+    only those. An entry that is not an address or a network is logged and ignored."""
+    raw = os.environ.get("XINFERENCE_IMAGE_URL_ALLOW_PRIVATE", "").strip()
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    networks: list[IPNetwork] = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry or entry.lower() in ("0", "false", "no"):
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            logging.getLogger(__name__).warning(
+                "XINFERENCE_IMAGE_URL_ALLOW_PRIVATE: %r is not an address or a network; ignored", entry
+            )
+    return tuple(networks)
+
+
+# -- MCP servers: the operator's configuration and what requests may name -----------------------------------------
+def mcp_config_path() -> Path | None:
+    """``XINFERENCE_MCP_CONFIG`` (``--mcp-config`` sets it): the JSON file of MCP servers the platform starts or
+    connects to (``{"mcpServers": {...}}``, see doc/mcp.md); ``None`` when unset."""
+    raw = os.environ.get("XINFERENCE_MCP_CONFIG", "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def mcp_allowed_urls() -> tuple[str, ...]:
+    """``XINFERENCE_MCP_ALLOWED_URLS``: comma-separated URL prefixes a request may name as an MCP server (the
+    Responses ``mcp`` tool, Anthropic's ``mcp_servers``). Default none: requests reach configured servers only."""
+    raw = os.environ.get("XINFERENCE_MCP_ALLOWED_URLS", "")
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def mcp_call_timeout() -> float:
+    """``XINFERENCE_MCP_CALL_TIMEOUT`` (default 60 s): how long the platform waits for one MCP tool call before it
+    hands the model an error instead of the tool's output."""
+    return _seconds("XINFERENCE_MCP_CALL_TIMEOUT", 60.0)
+
+
+def mcp_logs_dir() -> Path:
+    """Where each stdio MCP server's stderr goes: ``XINFERENCE_HOME/logs/mcp/<name>.log``."""
+    path = logs_dir() / "mcp"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

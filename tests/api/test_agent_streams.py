@@ -27,8 +27,8 @@ class ScriptedGeneration:
         self.error = error
         self.closed = False
 
-    async def check_images(self, model: str, image_param: str | None) -> None:
-        assert image_param is None, "no image in these requests"
+    async def prepare_images(self, model: str, messages: list[dict[str, Any]], names: list[str] | None = None) -> None:
+        assert not names, "no image in these requests"
 
     async def open(
         self, kind: str, model: str, params: dict[str, Any], keep_alive: Any = None

@@ -31,6 +31,8 @@ DOCUMENTED = {
     ("get", "/v1/responses/{response_id}"): ("ResponseObject", False),
     ("get", "/v1/responses/{response_id}/input_items"): ("InputItemList", False),
     ("delete", "/v1/responses/{response_id}"): ("DeletedResponse", False),
+    ("post", "/v1/images/generations"): ("ImagesResponse", False),
+    ("post", "/v1/images/edits"): ("ImagesResponse", False),
 }
 
 

@@ -44,6 +44,7 @@ def run(*args: str, input: str | None = None, env: dict[str, str] | None = None)
         ("cache", {"COMMANDS"}),
         ("engines", {"engine"}),
         ("ops", {"COMMANDS", "FOLLOW_INTERVAL_S", "follow_log"}),
+        ("mcp", {"COMMANDS", "ClientPlatform", "mcp"}),
     ],
 )
 def test_exports(module: str, exported: set[str]) -> None:
@@ -71,6 +72,7 @@ def test_every_command_is_on_the_group() -> None:
         "chat",
         "transcribe",
         "speak",
+        "mcp",
     }
 
 

@@ -16,13 +16,18 @@ _LOADS_WEIGHTS = frozenset(
         "test_transformers_structured",
         "test_sentence_transformers",
         "test_mlx_engine",
+        "test_mlx_vision",
         "test_vllm",
         "test_vllm_pooled",
+        "test_vllm_vision",
         "test_sglang",
         "test_gpu_engines",
         "test_envs",
         "test_transformers_prefill_failure",
+        "test_transformers_vision",
+        "test_transformers_vision_mrope",
         "test_tts_engines",
+        "test_diffusers",
     }
 )
 

@@ -72,6 +72,7 @@ def test_env_recipe_per_platform() -> None:
     for recipe in (on_mac, on_linux):
         assert recipe.overlay and recipe.packages[1].startswith("mlx-lm>=")
         assert recipe.packages[2].startswith("llguidance")  # structured output, without torch
+        assert recipe.packages[3] == "mlx-vlm==0.7.10"  # vision models, pinned
     assert MLXEngine.env_recipe(INTEL_MAC) is None and MLXEngine.env_recipe(WINDOWS) is None
 
 
@@ -256,6 +257,23 @@ def mlx_env() -> Path:
 def test_in_process_suite_in_the_env(mlx_env: Path) -> None:
     """``test_mlx_engine.py`` with the env's Python (mlx-lm is not importable from the main environment)."""
     suite = Path(__file__).with_name("test_mlx_engine.py")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " skipped" not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_vision_suite_in_the_env(mlx_env: Path) -> None:
+    """``test_mlx_vision.py`` (a tiny LLaVA through mlx-vlm) with the env's Python, where mlx-vlm is installed."""
+    suite = Path(__file__).with_name("test_mlx_vision.py")
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [str(ENV_PYTHON), "-m", "pytest", str(suite), "-q", "-x", "-p", "no:cacheprovider"],
@@ -521,3 +539,43 @@ def test_kill_9_then_terminate_leaves_nothing(mlx_server) -> None:  # type: igno
     assert terminated.status_code == 200, terminated.text
     second.wait(timeout=30)
     assert not any(str(ENVS_DIR / "mlx") in " ".join(p.cmdline()) for p in server.descendants() if p.is_running())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_vision_chat_through_the_platform(tmp_path_factory: pytest.TempPathFactory, mlx_env: Path) -> None:
+    """A tiny LLaVA registered with the vision ability and launched on MLX by ``xinference-local``: the model
+    process (the env's Python) loads it with mlx-vlm, an image sent as a ``data:`` URI through the openai SDK is
+    counted in the prompt's tokens, and a text request on the same model works."""
+    pytest.importorskip("transformers")
+    from openai import OpenAI
+
+    from tests.engines.vision_weights import hub_layout
+    from tests.vision_models import IMAGE_TOKENS, build_tiny_llava, image_data_uri, launched_vision_model
+
+    folder = hub_layout(build_tiny_llava(tmp_path_factory.mktemp("tiny-llava-mlx-server")))
+    server = start_local_server(tmp_path_factory.mktemp("mlx-vision-home"), env={"XINFERENCE_ENVS_DIR": str(ENVS_DIR)})
+    try:
+        with launched_vision_model(server, "tiny-llava-mlx", folder, timeout=600, model_engine="MLX") as launched:
+            assert launched["model_engine"] == "MLX"
+            client = OpenAI(base_url=server.api, api_key="x", max_retries=0)
+            image = {"type": "image_url", "image_url": {"url": image_data_uri()}}
+            question = {"type": "text", "text": "What is in this image?"}
+            seen = client.chat.completions.create(
+                model="tiny-llava-mlx",
+                messages=[{"role": "user", "content": [image, question]}],  # type: ignore[list-item]
+                temperature=0,
+                max_tokens=4,
+            )
+            text = client.chat.completions.create(
+                model="tiny-llava-mlx",
+                messages=[{"role": "user", "content": [question]}],  # type: ignore[list-item]
+                temperature=0,
+                max_tokens=4,
+            )
+            assert seen.usage is not None and text.usage is not None
+            # the template writes "<image>\n": the image's tokens and one for the newline
+            assert seen.usage.prompt_tokens == text.usage.prompt_tokens + IMAGE_TOKENS + 1
+            assert seen.usage.completion_tokens == 4
+    finally:
+        server.stop_and_reap(grace=30)

@@ -95,3 +95,17 @@ def test_server_command_and_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_options_are_400() -> None:
     with pytest.raises(InvalidRequest, match="does not take a launch option 'max_model_len'"):
         SGLangEngine.parse_config({"max_model_len": 4096})
+
+
+def test_image_limit_is_a_json_argument() -> None:
+    config = SGLangEngine.parse_config({"limit_mm_data_per_request": {"image": 4, "video": 0}})
+    assert isinstance(config, SGLangConfig)
+    args = config.to_cli_args(model_path="/m", served_model_name="q", host="127.0.0.1", port=1)
+    at = args.index("--limit-mm-data-per-request")
+    assert args[at + 1] == '{"image":4,"video":0}'
+    assert "--limit-mm-data-per-request" not in SGLangConfig().to_cli_args(
+        model_path="/m", served_model_name="q", host="h", port=1
+    )
+    for bad in ({"images": 2}, {"image": -1}, {"image": "many"}):
+        with pytest.raises(InvalidRequest, match="limit_mm_data_per_request"):
+            SGLangEngine.parse_config({"limit_mm_data_per_request": bad})

@@ -12,8 +12,8 @@ from importlib import resources
 import pytest
 
 from tests.machines import linux
-from xinference.engines.matcher import choose_engine
-from xinference.engines.registry import ENGINE_ORDER
+from xinference.engines.matcher import choose_engine, match_engine
+from xinference.engines.registry import ENGINE_ORDER, get_engine_class
 from xinference.engines.speech.unserved import UNSERVED_TTS
 from xinference.errors import EngineRejected, LaunchFailed
 from xinference.hardware import HardwareInfo
@@ -52,6 +52,15 @@ REQUIRED = {
     "Qwen3-Reranker-0.6B",
     "Qwen3-Reranker-4B",
     "Qwen3-Reranker-8B",
+    # image models issue 22 names
+    "stable-diffusion-v1.5",
+    "stable-diffusion-xl-base-1.0",
+    "sd3-medium",
+    "sd3.5-medium",
+    "sd3.5-large",
+    "FLUX.1-dev",
+    "FLUX.1-schnell",
+    "Qwen-Image",
 }
 
 #: The LLM families issue 20 names, as Xinference names them (Phi-4, Kimi and Mistral as the catalog helpers named
@@ -81,7 +90,7 @@ ISSUE_LLM_FAMILIES = {
 }
 
 #: The issue's bar (issue 20): at least this many families per model type.
-MINIMUM_FAMILIES = {"LLM": 60, "embedding": 15, "rerank": 8}
+MINIMUM_FAMILIES = {"LLM": 60, "embedding": 15, "rerank": 8, "image": 8}
 
 FAMILIES = load_builtin_families()
 
@@ -98,12 +107,14 @@ _QUANTIZATION = {
     "fp8": re.compile(r"^FP8$", re.I),
     "mlx": re.compile(r"^(?:[2-8]bit(?:-[A-Za-z0-9]+)?|bf16|fp16|mxfp4|mxfp8|nvfp4)$"),
     "onnx": re.compile(r"^none$"),
+    "diffusers": re.compile(r"^none$"),  # the dtype (float16, bfloat16) is a launch option
 }
 _ABILITY_OF_TYPE = {
     "LLM": {"chat", "generate"},
     "embedding": {"embed"},
     "rerank": {"rerank"},
     "audio": {"audio2text", "text2audio"},
+    "image": {"text2image", "image2image", "inpainting"},
 }
 
 _ALL_ENGINES = {name: "" for name in ENGINE_ORDER}
@@ -262,6 +273,15 @@ def type_problems(family: ModelFamily) -> list[str]:
             problems.append(f"{name}: an audio model with chat or embedding facts")
         if "audio2text" in abilities and family.multilingual is None:
             problems.append(f"{name}: speech-to-text models say whether they are multilingual (translations)")
+    elif kind == "image":
+        if family.tool_call_format is not None or family.chat_template is not None or family.dimensions is not None:
+            problems.append(f"{name}: an image model with chat or embedding facts")
+        if abilities - _ABILITY_OF_TYPE["image"]:
+            problems.append(f"{name}: an image model with abilities {sorted(abilities - _ABILITY_OF_TYPE['image'])}")
+        if any(spec.model_format != "diffusers" for spec in family.model_specs):
+            problems.append(f"{name}: image models ship as diffusers folders")
+        if "text2image" not in abilities:
+            problems.append(f"{name}: every catalog image model draws from text")
     else:
         if kind in ("embedding", "rerank") and not family.max_tokens:
             problems.append(f"{name}: {kind} models need max_tokens")
@@ -356,6 +376,11 @@ def test_the_checks_catch_bad_entries(entry: dict[str, object], problem: str) ->
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.model_name)
 def test_the_matcher_picks_an_engine(family: ModelFamily, profile: str) -> None:
     hardware: HardwareInfo = PROFILES[profile]
+    if family.requires_gpu and not hardware.cuda_available:
+        # FLUX, SD3, Qwen-Image: refused on a CPU, saying why
+        with pytest.raises(EngineRejected, match="needs a CUDA GPU"):
+            choose_engine(None, ModelRegistry.choices(family), hardware)
+        return
     if _unserved(family):
         # listed because users name them; no engine here runs them, and the launch says why (see below)
         with pytest.raises(EngineRejected, match="PyTorch text-to-speech engine"):
@@ -363,6 +388,53 @@ def test_the_matcher_picks_an_engine(family: ModelFamily, profile: str) -> None:
         return
     found = choose_engine(None, ModelRegistry.choices(family), hardware)  # EngineRejected lists every reason
     assert found.ok and found.accepted, f"{family.model_name} on {profile}"
+
+
+VISION_FAMILIES = [family for family in FAMILIES if "vision" in family.model_ability]
+#: the vision-language families issue 22 names (Xinference's names where it has them), each with its image ability
+ISSUE_22_VISION = {
+    "qwen2-vl-instruct",
+    "qwen2.5-vl-instruct",
+    "Qwen3-VL-Instruct",
+    "Qwen3-VL-Thinking",
+    "gemma-3-it",
+    "MiniCPM-V-2.6",
+    "MiniCPM-V-4.5",
+    "MiniCPM-V-4.6",
+    "InternVL3",
+    "InternVL3.5",
+    "glm-4.1v-thinking",
+    "glm-4.5v",
+    "SmolVLM-Instruct",
+    "SmolVLM2",
+    "llava-1.5",
+    "llava-onevision-qwen2",
+    "DeepSeek-OCR",
+    "olmOCR-2",
+}
+
+
+def test_the_vision_families_the_issue_names_exist() -> None:
+    vision = {family.model_name for family in VISION_FAMILIES}
+    assert ISSUE_22_VISION <= vision, sorted(ISSUE_22_VISION - vision)
+
+
+@pytest.mark.parametrize("family", VISION_FAMILIES, ids=lambda f: f.model_name)
+def test_a_vision_family_has_an_engine_that_reads_images(family: ModelFamily) -> None:
+    """A family that says ``vision`` ships in a format some engine that passes images to the model loads (on an
+    NVIDIA worker, where every engine can run): otherwise its images could reach no model."""
+    readers = [name for name in ENGINE_ORDER if get_engine_class(name).reads_images]
+    assert readers, "no engine declares reads_images"
+    choices = ModelRegistry.choices(family)
+    fits = [name for name in readers if match_engine(name, choices, PROFILES["nvidia"]).ok]
+    assert fits, f"{family.model_name}: none of {readers} accepts its formats"
+
+
+def test_the_image_check_catches_a_family_no_reader_loads() -> None:
+    entry = _entry(model_ability=["chat", "vision"], model_specs=[_spec("onnx", ["none"])])
+    family = ModelFamily.model_validate(entry)
+    readers = [name for name in ENGINE_ORDER if get_engine_class(name).reads_images]
+    assert not [n for n in readers if match_engine(n, ModelRegistry.choices(family), PROFILES["nvidia"]).ok]
 
 
 def _unserved(family: ModelFamily) -> bool:
@@ -381,7 +453,7 @@ def test_the_llm_families_the_issue_names_exist() -> None:
 
 
 def test_the_catalog_meets_the_issue_bar() -> None:
-    """Issue 20: at least 60 LLM families, 15 embedding models and 8 rerankers."""
+    """Issue 20: at least 60 LLM families, 15 embedding models and 8 rerankers; issue 22: 8 image models."""
     counts = {kind: sum(1 for f in FAMILIES if f.model_type == kind) for kind in MINIMUM_FAMILIES}
     short = {kind: f"{counts[kind]} < {least}" for kind, least in MINIMUM_FAMILIES.items() if counts[kind] < least}
     assert not short, f"the catalog is short of the issue's bar: {short}"

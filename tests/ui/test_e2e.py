@@ -20,7 +20,17 @@ from tests.ui.conftest import VIEWPORT, browser_page, screenshot, watch
 
 pytestmark = pytest.mark.slow
 
-PAGES = ["launch", "running", f"chat/{DEFAULT_MODEL}", "try", "audio", "register", "cluster", f"logs/{DEFAULT_MODEL}"]
+PAGES = [
+    "launch",
+    "running",
+    f"chat/{DEFAULT_MODEL}",
+    "try",
+    "audio",
+    "images",
+    "register",
+    "cluster",
+    f"logs/{DEFAULT_MODEL}",
+]
 
 # Record every distinct text the last answer shows while it streams (to see it render incrementally).
 OBSERVE_ANSWER = """() => {

@@ -313,3 +313,74 @@ def test_request_sends_form_data_as_multipart_and_objects_as_json(page: Any, ui_
     assert form_type.startswith("multipart/form-data; boundary=")
     assert 'name="file"; filename="a.wav"' in form_body and 'name="model"' in form_body
     assert json_type == "application/json" and json_body == '{"model":"w"}'
+
+
+def test_image_request_sends_only_what_the_form_sets(page: Any) -> None:
+    bodies = run(
+        page,
+        "pages/images.js",
+        """
+        const base = {prompt: 'a fox', negative: '', size: 'auto', n: '2', steps: '', seed: ''};
+        let bad = '';
+        try { m.imageRequest('sd', {...base, size: 'big'}); } catch (e) { bad = e.message; }
+        return [m.imageRequest('sd', base),
+                m.imageRequest('sd', {...base, size: '512*256', steps: '4', seed: '0', negative: 'blur'}), bad];
+    """,
+    )
+    assert bodies[0] == {"model": "sd", "prompt": "a fox", "n": 2, "response_format": "b64_json"}
+    assert bodies[1] == {
+        "model": "sd",
+        "prompt": "a fox",
+        "n": 2,
+        "response_format": "b64_json",
+        "size": "512x256",
+        "num_inference_steps": 4,
+        "seed": 0,
+        "negative_prompt": "blur",
+    }
+    assert "not WIDTHxHEIGHT" in bodies[2]
+
+
+# -- chat images --------------------------------------------------------------------------------------------------
+
+
+def test_chat_image_content_and_limits(page: Any) -> None:
+    result = run(
+        page,
+        "pages/chat_images.js",
+        """
+        const image = (name) => ({ name, size: 3, url: 'data:image/png;base64,AAA' });
+        const eight = Array.from({ length: 8 }, (_, i) => image('i' + i));
+        const png = new File(['x'], 'a.png', { type: 'image/png' });
+        const read = await m.readImages([png, new File(['y'], 'b.gif', { type: 'image/gif' })]);
+        let tooBig = null;
+        try {
+          await m.readImage({ name: 'huge.png', size: m.MAX_IMAGE_BYTES + 1 });
+        } catch (err) {
+          tooBig = err.message;
+        }
+        const capped = m.mergeImages(eight, { images: [image('x')], error: null });
+        return {
+          text: m.messageContent('hi', []),
+          parts: m.messageContent('hi', [image('a')]),
+          imageOnly: m.messageContent('', [image('a')]),
+          sees: [m.canSee({ model_ability: ['chat', 'vision'] }), m.canSee({ model_ability: ['chat'] }),
+                 m.canSee(undefined)],
+          files: m.imageFiles([png, new File(['t'], 'n.txt', { type: 'text/plain' })]).map((f) => f.name),
+          read: read.images.map((i) => [i.name, i.url.slice(0, 15)]),
+          merged: m.mergeImages([image('a')], { images: [image('b')], error: null }).images.map((i) => i.name),
+          capped: [capped.images.length, capped.error],
+          tooBig,
+        };
+    """,
+    )
+    url = "data:image/png;base64,AAA"
+    assert result["text"] == "hi"
+    assert result["parts"] == [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "hi"}]
+    assert result["imageOnly"] == [{"type": "image_url", "image_url": {"url": url}}]
+    assert result["sees"] == [True, False, False]
+    assert result["files"] == ["a.png"]
+    assert result["read"] == [["a.png", "data:image/png;"], ["b.gif", "data:image/gif;"]]
+    assert result["merged"] == ["a", "b"]
+    assert result["capped"] == [8, "a message may carry at most 8 images"]
+    assert result["tooBig"] == "huge.png (20.0 MiB) is over the limit of 20.0 MiB for one image"

@@ -32,12 +32,18 @@ from xinference.api.errors import install_error_handlers
 from xinference.api.gateway.keepalive import KeepAlive
 from xinference.api.gateway.routes import RouteTable
 from xinference.api.host_guard import HostGuardMiddleware, HostPolicy
+from xinference.api.mcp import router as mcp
+from xinference.api.mcp.config import McpConfig, load_config
+from xinference.api.mcp.manager import McpHub
+from xinference.api.mcp_server import http as mcp_server
 from xinference.api.metrics import Metrics, RouteLabelMiddleware
 from xinference.api.metrics import attach_router as attach_metrics
-from xinference.api.openai import embeddings, rerank, speech, transcriptions
+from xinference.api.openai import embeddings, images, rerank, speech, transcriptions
 from xinference.api.openai.chat import router as chat
 from xinference.api.openai.chat.serving import GenerationService
 from xinference.api.openai.embeddings import EmbeddingService
+from xinference.api.openai.image_files import ImageStore
+from xinference.api.openai.images import ImagesService
 from xinference.api.openai.rerank import RerankService
 from xinference.api.openai.responses import router as responses
 from xinference.api.openai.responses.serving import ResponsesService
@@ -62,6 +68,7 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     rerank.attach_router,  # Jina / Cohere rerank
     transcriptions.attach_router,  # OpenAI audio transcriptions and translations (speech to text)
     speech.attach_router,  # OpenAI text to speech, a TTS model's voices
+    images.attach_router,  # OpenAI image generation and edits, their files, a request's progress
     cache.attach_router,  # downloaded weights
     envs.attach_router,  # engine environments (before the engine matrix)
     engines.attach_router,  # the engine matrix
@@ -72,15 +79,21 @@ ROUTERS: tuple[Callable[[FastAPI], None], ...] = (
     messages.attach_router,  # Anthropic Messages
     responses.attach_router,  # OpenAI Responses
     operations.attach_router,  # devices, launch history, unload and load by hand
+    mcp.attach_router,  # the MCP servers chat requests may use
     attach_metrics,  # GET /metrics
+    mcp_server.attach_router,  # the platform's own tools as an MCP server (streamable HTTP)
 )
 
 
 def create_app(
-    supervisor_address: str, api_keys: frozenset[str] = frozenset(), bound_host: str | None = None
+    supervisor_address: str,
+    api_keys: frozenset[str] = frozenset(),
+    bound_host: str | None = None,
+    mcp_config: McpConfig | None = None,
 ) -> FastAPI:
     """An API bound to the supervisor at ``supervisor_address`` (an xoscar address), served on ``bound_host`` (the
-    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``)."""
+    ``--host`` it listens on; it decides which ``Host`` names are answered, see ``api/host_guard.py``).
+    ``mcp_config``: the MCP servers to run (default: the file ``XINFERENCE_MCP_CONFIG`` names, if any)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -92,24 +105,35 @@ def create_app(
         routes.keepalive = KeepAlive(supervisor, routes, routes.admission)
         app.state.routes = routes
         app.state.supervisor = supervisor
-        app.state.generation = GenerationService(routes)
-        app.state.models = ModelsService(supervisor, routes)
+        # MCP servers: started here, stopped when the API stops (stdio servers with it)
+        hub = McpHub(mcp_config if mcp_config is not None else _mcp_config_from_env())
+        app.state.mcp = hub
+        await hub.start()
+        app.state.generation = GenerationService(routes, mcp=hub)
+        app.state.models = ModelsService(supervisor, routes, hub.names)
         app.state.registrations = RegistrationsService(supervisor)
         app.state.embeddings = EmbeddingService(routes)
         app.state.rerank = RerankService(routes)
         app.state.transcriptions = TranscriptionService(routes)
         app.state.speech = SpeechService(routes)
+        app.state.images = ImagesService(
+            routes, app.state.generation.requests, ImageStore(settings.home_dir() / "images")
+        )
         # The Anthropic Messages and OpenAI Responses APIs: translated to and from the same engine calls as chat.
-        app.state.messages = MessagesService(app.state.generation, routes)
+        app.state.messages = MessagesService(app.state.generation, routes, mcp_hub=lambda: hub)
         max_items, ttl = settings.responses_store_limits()
-        app.state.responses = ResponsesService(app.state.generation, ResponseStore(max_items=max_items, ttl=ttl))
+        app.state.responses = ResponsesService(
+            app.state.generation, ResponseStore(max_items=max_items, ttl=ttl), mcp_hub=lambda: hub
+        )
         watcher = asyncio.create_task(routes.watch())
         keepalive = asyncio.create_task(routes.keepalive.watch())
         try:
-            yield
+            async with mcp_server.serve_mcp(app):
+                yield
         finally:
             watcher.cancel()
             keepalive.cancel()
+            await hub.stop()
 
     app = FastAPI(title="Xinference", version=__version__, lifespan=lifespan)
     app.state.api_keys = api_keys
@@ -126,3 +150,8 @@ def create_app(
     app.state.host_policy = policy
     app.add_middleware(HostGuardMiddleware, policy=policy)
     return app
+
+
+def _mcp_config_from_env() -> McpConfig:
+    path = settings.mcp_config_path()
+    return load_config(path) if path is not None else McpConfig()

@@ -23,7 +23,7 @@ _POLL_S = 1.0
 
 @click.group(invoke_without_command=True)
 @click.option("-n", "--model-name", default=None, help="Model name in the registry, e.g. smollm2-instruct.")
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank or audio.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank, audio or image.")
 @connection_options
 @click.pass_context
 def engine(ctx: click.Context, model_name: str | None, model_type: str, endpoint: str, api_key: str | None) -> None:

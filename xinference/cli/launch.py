@@ -62,7 +62,7 @@ def _gpu_idx(value: Any) -> int | list[int]:
 @click.option("-n", "--model-name", required=True, help="Model name in the registry, e.g. smollm2-instruct.")
 @click.option("-en", "--model-engine", default=None, help="Engine to run it with (llama.cpp, ...).")
 @click.option("-u", "--model-uid", default=None, help="Uid for the running model. [default: the model name]")
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="Model type.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank, audio or image.")
 @click.option("-s", "--size-in-billions", default=None, help="Model size in billions, e.g. 7 or 0_5.")
 @click.option("-f", "--model-format", default=None, help="Weights format, e.g. ggufv2 or pytorch.")
 @click.option("-q", "--quantization", default=None, help="Quantization, e.g. Q4_K_M.")

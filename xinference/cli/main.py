@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from xinference import __version__
-from xinference.cli import audio, cache, engines, models, ops
+from xinference.cli import audio, cache, engines, mcp, models, ops
 from xinference.cli.chat import chat
 from xinference.cli.launch import launch
 
@@ -24,5 +24,14 @@ def main() -> None:
     """Manage and use models on a running Xinference server (start one with `xinference-local`)."""
 
 
-for _command in (launch, *cache.COMMANDS, *models.COMMANDS, engines.engine, *ops.COMMANDS, chat, *audio.COMMANDS):
+for _command in (
+    launch,
+    *cache.COMMANDS,
+    *models.COMMANDS,
+    engines.engine,
+    *ops.COMMANDS,
+    chat,
+    *audio.COMMANDS,
+    *mcp.COMMANDS,
+):
     main.add_command(_command)

@@ -45,7 +45,7 @@ def terminate(model_uid: str, endpoint: str, api_key: str | None) -> None:
 
 
 @click.command()
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank or audio.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank, audio or image.")
 @click.option("--file", "spec_file", required=True, type=click.File("r", encoding="utf-8"), help="Spec JSON file.")
 @click.option("--persist/--no-persist", default=False, show_default=True, help="Keep it across restarts.")
 @connection_options
@@ -58,7 +58,7 @@ def register(model_type: str, spec_file: Any, persist: bool, endpoint: str, api_
 
 
 @click.command()
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank or audio.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank, audio or image.")
 @click.option("-n", "--model-name", required=True, help="Name of the registered model.")
 @connection_options
 def unregister(model_type: str, model_name: str, endpoint: str, api_key: str | None) -> None:
@@ -69,7 +69,7 @@ def unregister(model_type: str, model_name: str, endpoint: str, api_key: str | N
 
 
 @click.command()
-@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank or audio.")
+@click.option("-t", "--model-type", default="LLM", show_default=True, help="LLM, embedding, rerank, audio or image.")
 @connection_options
 def registrations(model_type: str, endpoint: str, api_key: str | None) -> None:
     """List the models that can be launched (built-in and custom)."""

@@ -13,6 +13,7 @@ from xinference.client.restful.async_restful_client import (
     AsyncRESTfulClient,
     AsyncRESTfulEmbeddingModelHandle,
     AsyncRESTfulGenerateModelHandle,
+    AsyncRESTfulImageModelHandle,
     AsyncRESTfulModelHandle,
     AsyncRESTfulRerankModelHandle,
 )
@@ -23,6 +24,7 @@ from xinference.client.restful.restful_client import (
     RESTfulClient,
     RESTfulEmbeddingModelHandle,
     RESTfulGenerateModelHandle,
+    RESTfulImageModelHandle,
     RESTfulModelHandle,
     RESTfulRerankModelHandle,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "AsyncRESTfulClient",
     "AsyncRESTfulEmbeddingModelHandle",
     "AsyncRESTfulGenerateModelHandle",
+    "AsyncRESTfulImageModelHandle",
     "AsyncRESTfulModelHandle",
     "AsyncRESTfulRerankModelHandle",
     "Client",
@@ -47,6 +50,7 @@ __all__ = [
     "RESTfulClient",
     "RESTfulEmbeddingModelHandle",
     "RESTfulGenerateModelHandle",
+    "RESTfulImageModelHandle",
     "RESTfulModelHandle",
     "RESTfulRerankModelHandle",
 ]

@@ -65,6 +65,9 @@ class LaunchRequest:
     max_queued: int | None = None
     queue_timeout: float | None = None
     autostart: bool = False
+    # -- MCP: the configured MCP servers (names, or "*") whose tools chat requests that send no tools of their own
+    # get (doc/mcp.md); kept with the model, read by the API
+    mcp_servers: list[str] | str | None = None
 
 
 #: Every platform field of a launch, in declaration order (``engine_kwargs`` is not one: it holds the rest).
@@ -183,6 +186,9 @@ class LaunchPlan:
     gpu_indices: list[int] = field(default_factory=list)
     #: the draft model of speculative decoding, planned at launch (``model/draft.py``); None: no draft
     draft: dict[str, Any] | None = None
+    #: the multimodal projector of a GGUF vision model, planned at launch (``model/projector.py``): a file name of
+    #: the spec's ``multimodal_projectors`` or an absolute path on the worker; None: none
+    projector: str | None = None
     #: the launch this replica belongs to and the supervisor incarnation that placed it: what the supervisor judges a
     #: reported replica by (``core/supervisor/membership.py``); empty in plans saved before they existed
     launch_id: str = ""

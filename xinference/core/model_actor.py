@@ -199,6 +199,21 @@ class ModelActor(xo.StatelessActor):
                 attach_draft, plan.draft, self._on_download, self._load_cancel, plan.download_hub
             )
             engine_config["draft"] = draft.model_dump()
+        if plan.projector is not None:
+            from xinference.model.projector import resolve_projector
+
+            engine_config["projector"] = await asyncio.to_thread(
+                resolve_projector,
+                spec,
+                plan.projector,
+                path,
+                self._on_download,
+                self._load_cancel,
+                download_hub=plan.download_hub,
+                model_path=plan.model_path,
+                model_name=family.model_name,
+                file_progress=self._load_status.update_file,
+            )
         if self._load_cancel.is_set():
             raise LaunchFailed(f"the launch of {plan.model_uid!r} was cancelled")
         self._load_progress = 1.0
@@ -349,6 +364,15 @@ class ModelActor(xo.StatelessActor):
 
     async def voices(self) -> list[dict[str, Any]]:
         return await self._whole(lambda engine: engine.voices())
+
+    async def generate_images(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Images of a text-to-image, image-to-image or inpainting request; cancelling the call (an abort, a
+        client that left) stops the engine between two steps."""
+        return await self._whole(lambda engine: engine.generate_images(request))
+
+    async def request_progress(self, request_id: str) -> float | None:
+        """How far the request ``request_id`` has come in the engine (0.0-1.0), None when it does not run here."""
+        return self._engine.request_progress(request_id) if self._engine is not None else None
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Prompt tokens of a chat request as the engine renders it (``/v1/messages/count_tokens``)."""

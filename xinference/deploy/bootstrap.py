@@ -12,16 +12,28 @@ import logging
 import signal
 from collections.abc import Generator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import click
 import uvicorn
 import xoscar as xo
 
 from xinference import settings
 from xinference.api.app import create_app
+from xinference.api.mcp.config import McpConfig, load_config
 from xinference.core.refs import WorkerRef
+from xinference.errors import InvalidRequest
 
-__all__ = ["ApiServer", "create_pool", "serve_api", "stop_worker", "wait_for_signal"]
+__all__ = [
+    "ApiServer",
+    "MCP_CONFIG_HELP",
+    "create_pool",
+    "read_mcp_config",
+    "serve_api",
+    "stop_worker",
+    "wait_for_signal",
+]
 
 logger = logging.getLogger("xinference.deploy")
 
@@ -58,10 +70,10 @@ async def create_pool(host: str, port: int = 0) -> Any:
 
 
 async def serve_api(
-    supervisor_address: str, host: str, port: int, log_level: str
+    supervisor_address: str, host: str, port: int, log_level: str, mcp_config: McpConfig | None = None
 ) -> tuple[ApiServer, asyncio.Task[None]]:
     """Start the HTTP API; returns once it listens (or raises why it could not, e.g. the port is taken)."""
-    app = create_app(supervisor_address, settings.api_keys(), bound_host=host)
+    app = create_app(supervisor_address, settings.api_keys(), bound_host=host, mcp_config=mcp_config or McpConfig())
     server = ApiServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"))
     serving = asyncio.create_task(server.serve())
     while not server.started and not serving.done():
@@ -70,6 +82,24 @@ async def serve_api(
         await serving  # re-raises the start-up failure
         raise SystemExit(1)  # uvicorn reported the failure itself (e.g. the port is in use) and returned
     return server, serving
+
+
+#: ``--mcp-config``'s help (xinference-local and xinference-supervisor)
+MCP_CONFIG_HELP = (
+    'JSON file of MCP servers ({"mcpServers": {name: {"command", "args", "env"} | {"url", "headers"}}}) that chat '
+    "requests may use; also XINFERENCE_MCP_CONFIG. See doc/mcp.md."
+)
+
+
+def read_mcp_config(path: str | None) -> McpConfig:
+    """The MCP config at ``path`` (``--mcp-config``), checked before anything starts: a mistake stops the command
+    with a message naming the bad entry."""
+    if not path:
+        return McpConfig()
+    try:
+        return load_config(Path(path))
+    except InvalidRequest as exc:
+        raise click.UsageError(f"--mcp-config: {exc.message}") from None
 
 
 async def wait_for_signal() -> int:

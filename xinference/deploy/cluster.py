@@ -18,10 +18,18 @@ import httpx
 import xoscar as xo
 
 from xinference import settings
+from xinference.api.mcp.config import McpConfig
 from xinference.core.refs import WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
-from xinference.deploy.bootstrap import create_pool, serve_api, stop_worker, wait_for_signal
+from xinference.deploy.bootstrap import (
+    MCP_CONFIG_HELP,
+    create_pool,
+    read_mcp_config,
+    serve_api,
+    stop_worker,
+    wait_for_signal,
+)
 from xinference.deploy.logs import setup_logging
 
 __all__ = ["discover_supervisor", "supervisor_main", "worker_main"]
@@ -31,11 +39,13 @@ logger = logging.getLogger("xinference.cluster")
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
 
-async def run_supervisor(host: str, port: int, supervisor_port: int, log_level: str) -> None:
+async def run_supervisor(
+    host: str, port: int, supervisor_port: int, log_level: str, mcp_config: McpConfig | None = None
+) -> None:
     pool = await create_pool(host, supervisor_port)
     try:
         await xo.create_actor(SupervisorActor, address=pool.external_address, uid=SupervisorActor.default_uid())
-        _, serving = await serve_api(pool.external_address, host, port, log_level)
+        _, serving = await serve_api(pool.external_address, host, port, log_level, mcp_config)
         logger.info("supervisor at %s, API at http://%s:%d", pool.external_address, host, port)
         await serving
     finally:
@@ -84,10 +94,12 @@ async def run_worker(supervisor_address: str, host: str, port: int) -> None:
 @click.option("--port", "-p", default=settings.DEFAULT_PORT, show_default=True, type=int, help="API port.")
 @click.option("--supervisor-port", default=0, type=int, help="Actor port of the supervisor (0: any free port).")
 @click.option("--log-level", default="info", show_default=True, type=_LOG_LEVELS)
-def supervisor_main(host: str, port: int, supervisor_port: int, log_level: str) -> None:
+@click.option("--mcp-config", envvar="XINFERENCE_MCP_CONFIG", default=None, metavar="FILE", help=MCP_CONFIG_HELP)
+def supervisor_main(host: str, port: int, supervisor_port: int, log_level: str, mcp_config: str | None) -> None:
     """Run the API and the supervisor of a cluster."""
+    mcp = read_mcp_config(mcp_config)
     setup_logging(log_level, settings.logs_dir() / "supervisor.log")
-    asyncio.run(run_supervisor(host, port, supervisor_port, log_level.lower()))
+    asyncio.run(run_supervisor(host, port, supervisor_port, log_level.lower(), mcp))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,10 +15,11 @@ import click
 import xoscar as xo
 
 from xinference import settings
+from xinference.api.mcp.config import McpConfig
 from xinference.core.refs import SupervisorRef, WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
-from xinference.deploy.bootstrap import create_pool, serve_api, stop_worker
+from xinference.deploy.bootstrap import MCP_CONFIG_HELP, create_pool, read_mcp_config, serve_api, stop_worker
 from xinference.deploy.logs import setup_logging
 
 __all__ = ["main", "run_local"]
@@ -32,6 +33,7 @@ async def run_local(
     log_level: str = "info",
     launch: tuple[str, ...] = (),
     internal_host: str = "127.0.0.1",
+    mcp_config: McpConfig | None = None,
 ) -> None:
     """Start everything, serve until a signal, then shut everything down."""
     started = time.monotonic()
@@ -44,7 +46,7 @@ async def run_local(
             SupervisorActor, 0.0, address=address, uid=SupervisorActor.default_uid()
         )
         worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
-        _, serving = await serve_api(address, host, port, log_level)
+        _, serving = await serve_api(address, host, port, log_level, mcp_config)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)
         for name in launch:
             await _launch_default(supervisor, name)
@@ -78,10 +80,12 @@ async def _launch_default(supervisor: SupervisorRef, model_name: str) -> None:
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
 )
 @click.option("--launch", "launch", multiple=True, metavar="MODEL", help="Launch this model once ready (repeatable).")
-def main(host: str, port: int, log_level: str, launch: tuple[str, ...]) -> None:
+@click.option("--mcp-config", envvar="XINFERENCE_MCP_CONFIG", default=None, metavar="FILE", help=MCP_CONFIG_HELP)
+def main(host: str, port: int, log_level: str, launch: tuple[str, ...], mcp_config: str | None) -> None:
     """Run Xinference on this machine: API, supervisor and worker."""
+    mcp = read_mcp_config(mcp_config)
     setup_logging(log_level, settings.logs_dir() / "local.log")
-    asyncio.run(run_local(host, port, log_level.lower(), launch))
+    asyncio.run(run_local(host, port, log_level.lower(), launch, mcp_config=mcp))
 
 
 if __name__ == "__main__":

@@ -241,7 +241,7 @@ class Engine(abc.ABC):
     Class flags (read by the matcher and the supervisor, which never test an engine's identity):
 
     - ``name``: the user-facing engine name (``llama.cpp``, ``Transformers``, ...).
-    - ``model_types``: model types it serves (``LLM``, ``embedding``, ``rerank``, ``audio``).
+    - ``model_types``: model types it serves (``LLM``, ``embedding``, ``rerank``, ``audio``, ``image``).
     - ``model_formats``: weight formats it loads.
     - ``continuous_batching``: whether concurrent requests share decoding steps.
     - ``config_class``: the pydantic model of its launch kwargs (``extra="forbid"``: a typo is a 400).
@@ -256,6 +256,9 @@ class Engine(abc.ABC):
     context_option: ClassVar[str | None] = None
     #: Whether what does not fit in VRAM stays usable in RAM (llama.cpp's CPU layers): memory fit counts both.
     spills_to_ram: ClassVar[bool] = False
+    #: Whether a chat's images reach the model (a family with the ``vision`` ability): the catalog's check that every
+    #: vision family has an engine that can see reads it. An engine without it still serves such a family's text.
+    reads_images: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -418,6 +421,21 @@ class Engine(abc.ABC):
     async def voices(self) -> list[dict[str, Any]]:
         """The voices a text-to-speech model offers, its default first: ``{"id", "name", "language", ...}``."""
         raise self._unsupported("list voices")
+
+    async def generate_images(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Images for ``request`` (checked by the API): ``task`` (``text2image``, ``image2image``, ``inpainting``),
+        ``prompt``, ``negative_prompt``, ``n``, ``width`` and ``height`` (None: the model's default, or the input
+        image's size), ``num_inference_steps``, ``guidance_scale``, ``seed`` (None: a random one), ``strength``,
+        ``quality``, ``output_format`` (``png``, ``jpeg``, ``webp``), ``image`` and ``mask`` (PNG bytes, already
+        decoded and checked by the API), ``request_id`` (for :meth:`request_progress`). Returns ``{"images": [bytes
+        in output_format], "seed", "width", "height", "steps"}``. Image-generation engines override this; a
+        cancelled call stops the generation between two steps."""
+        raise self._unsupported("generate images")
+
+    def request_progress(self, request_id: str) -> float | None:
+        """How far the running request ``request_id`` has come (0.0-1.0), or None when it runs nowhere here.
+        Engines whose requests take long enough to watch (image generation) override this."""
+        return None
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """How many tokens the prompt of chat ``request`` (messages, tools, template kwargs) takes once the model's

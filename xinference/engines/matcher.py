@@ -96,6 +96,8 @@ def engine_params(accepted: Iterable[SpecChoice]) -> list[dict[str, Any]]:
                 "quantizations": [],
                 "model_hub": "bundled" if spec.bundled is not None else _hub_of(spec),
             }
+            if spec.multimodal_projectors:  # as Xinference lists them: what multimodal_projector may pick
+                entry["multimodal_projectors"] = list(spec.multimodal_projectors)
         if choice.quantization not in entry["quantizations"]:
             entry["quantizations"].append(choice.quantization)
     return list(grouped.values())

@@ -17,6 +17,8 @@ at 16 concurrent requests); it is chosen when the family has GGUF weights only, 
 
 Audio models (speech-to-text) have :data:`AUDIO_ORDER`: faster-whisper, which runs CTranslate2 conversions of
 Whisper (int8 on a CPU, float16 on CUDA).
+
+Image models have :data:`IMAGE_ORDER`: diffusers, on CPUs and CUDA GPUs alike.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIO_ORDER",
     "ENGINE_ORDER",
+    "IMAGE_ORDER",
     "POOLED_ORDER",
     "engine_names",
     "engine_order",
@@ -51,6 +54,7 @@ _ENGINES: dict[str, str] = {
     "faster_whisper": "xinference.engines.faster_whisper.engine:FasterWhisperEngine",
     "piper": "xinference.engines.piper.engine:PiperEngine",
     "hibari": "xinference.engines.hibari.engine:HibariEngine",
+    "diffusers": "xinference.engines.diffusers.engine:DiffusersEngine",
 }
 
 ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
@@ -58,6 +62,8 @@ ENGINE_ORDER: tuple[str, ...] = tuple(_ENGINES)
 POOLED_ORDER: tuple[str, ...] = ("vLLM", "sentence_transformers", "llama.cpp")
 #: The preference for audio models: speech-to-text on faster-whisper (CTranslate2) first, on CPUs and GPUs alike.
 AUDIO_ORDER: tuple[str, ...] = ("faster_whisper",)
+#: The preference for image models: image generation on diffusers.
+IMAGE_ORDER: tuple[str, ...] = ("diffusers",)
 
 #: GPU servers that also have a CPU build: on a worker without an NVIDIA GPU they are a fallback, tried right after
 #: llama.cpp (GGUF, lighter and faster to start) instead of first.
@@ -68,10 +74,12 @@ def engine_order(hardware: HardwareInfo | None = None, model_type: str = "LLM") 
     """The preference order on ``hardware``: :data:`ENGINE_ORDER`, except that on a worker without an NVIDIA GPU
     vLLM (its CPU build) comes after llama.cpp, and on Apple silicon MLX comes before Transformers. For embedding
     and rerank models, :data:`POOLED_ORDER` first (vLLM, its CPU build included, last on a worker without an
-    NVIDIA GPU), then the rest; for audio models, :data:`AUDIO_ORDER` first."""
+    NVIDIA GPU), then the rest; for audio models, :data:`AUDIO_ORDER` first; for image models, :data:`IMAGE_ORDER`."""
     base = ENGINE_ORDER
     if model_type == "audio":
         return AUDIO_ORDER + tuple(name for name in ENGINE_ORDER if name not in AUDIO_ORDER)
+    if model_type == "image":
+        return IMAGE_ORDER + tuple(name for name in ENGINE_ORDER if name not in IMAGE_ORDER)
     if model_type in ("embedding", "rerank"):
         base = POOLED_ORDER + tuple(name for name in ENGINE_ORDER if name not in POOLED_ORDER)
         if hardware is not None and not hardware.cuda_available:

@@ -99,6 +99,22 @@ _AUDIO_SPEC = (
 )
 #: Xinference's speech-to-text families (their registrations may leave ``model_ability`` out)
 _SPEECH_TO_TEXT_FAMILIES = ("whisper", "funasr")
+#: Family fields of Xinference's image JSON kept as given (ControlNets, its default configs, GGUF and Lightning
+#: variants of its other engines): read back with the registration, not acted on here
+_KEPT_IMAGE = (
+    "controlnet",
+    "default_model_config",
+    "default_generate_config",
+    "cache_config",
+    "updated_at",
+    "featured",
+    "gguf_model_id",
+    "gguf_quantizations",
+    "gguf_model_file_name_template",
+    "lightning_model_id",
+    "lightning_versions",
+    "lightning_model_file_name_template",
+)
 
 
 def from_xinference_json(
@@ -124,6 +140,8 @@ def from_xinference_json(
     kept.update({name: family.pop(name) for name in _KEPT_FAMILY if name in family})
     if model_type == "audio":
         _flat_audio(family, kept)
+    elif model_type == "image":
+        _flat_image(family, kept)
     if "language" in family and "model_lang" not in family:
         language = family.pop("language")
         family["model_lang"] = [language] if isinstance(language, str) else language
@@ -160,6 +178,22 @@ def _flat_audio(family: dict[str, Any], kept: dict[str, Any]) -> None:
         return
     spec = {name: family.pop(name) for name in _AUDIO_SPEC if name in family}
     spec.setdefault("model_format", "pytorch")
+    spec.setdefault("model_size_in_billions", 0)
+    if "quantization" not in spec and "quantizations" not in spec:
+        spec["quantizations"] = ["none"]
+    family["model_specs"] = [spec]
+
+
+def _flat_image(family: dict[str, Any], kept: dict[str, Any]) -> None:
+    """Xinference's image JSON is flat like its audio JSON: its source (``model_id``, ``model_src``, ``model_uri``)
+    becomes the family's one spec, a ``diffusers`` pipeline folder with quantization ``none`` (size 0: the JSON gives
+    none) unless it says otherwise; ``text2image`` when it names no ability; its other engines' fields are kept."""
+    kept.update({name: family.pop(name) for name in _KEPT_IMAGE if name in family})
+    family.setdefault("model_ability", ["text2image"])
+    if "model_specs" in family:
+        return
+    spec = {name: family.pop(name) for name in _AUDIO_SPEC if name in family}
+    spec.setdefault("model_format", "diffusers")
     spec.setdefault("model_size_in_billions", 0)
     if "quantization" not in spec and "quantizations" not in spec:
         spec["quantizations"] = ["none"]
@@ -229,10 +263,13 @@ def _from_model_src(spec: dict[str, Any], sources: dict[str, Any], index: int) -
             )
         if isinstance(source.get("model_id"), str):
             ids[hub] = source["model_id"]
-        for name in ("quantizations", "model_file_name_template", "model_revision"):
+        for name in ("quantizations", "model_file_name_template", "model_revision", "multimodal_projectors"):
             value = source.get(name)
             if value is not None and name not in spec and (hub == "huggingface" or name == "quantizations"):
                 spec[name] = value
+        projectors = source.get("multimodal_projectors")  # the same files on every hub: any hub's list will do
+        if projectors is not None and "multimodal_projectors" not in spec:
+            spec["multimodal_projectors"] = projectors
         if hub == "huggingface" and "model_id" not in spec and isinstance(source.get("model_id"), str):
             spec["model_id"] = source["model_id"]
     if ids:

@@ -26,6 +26,7 @@ from xinference.model.spec import BundledSource, ModelSpec
 __all__ = [
     "bundled_path",
     "choose_hub",
+    "diffusers_files",
     "draft_path_on_worker",
     "gguf_in_folder",
     "given_path",
@@ -171,6 +172,37 @@ def snapshot_files(names: list[str]) -> list[str]:
     return picked
 
 
+#: Weight files of a diffusers component folder; a repository often carries the same weights more than once
+_DIFFUSERS_WEIGHTS = (".safetensors", ".bin")
+#: Config and tokenizer files of a diffusers component folder
+_DIFFUSERS_FILES = (".json", ".txt", ".model")
+
+
+def diffusers_files(names: list[str]) -> list[str]:
+    """The files of a diffusers pipeline repository that ``from_pretrained`` reads: ``model_index.json`` and each
+    component folder's configs, tokenizer files and weights in their default variant (``x.safetensors``, not
+    ``x.fp16.safetensors`` or ``x.non_ema.bin`` when the default is there; safetensors rather than ``.bin``). The
+    single-file checkpoints at the top (``v1-5-pruned.safetensors``, ``flux1-dev.safetensors``: the same weights
+    again, several GB each) and alternative exports are left out."""
+    picked = [n for n in names if n == "model_index.json"]
+    folders: dict[str, list[str]] = {}
+    for name in names:
+        parts = name.split("/")
+        if len(parts) < 2 or _SNAPSHOT_SKIP_DIRS.intersection(parts[:-1]):
+            continue
+        folders.setdefault("/".join(parts[:-1]), []).append(name)
+    for files in folders.values():
+        picked.extend(n for n in files if n.lower().endswith(_DIFFUSERS_FILES))
+        weights = [n for n in files if n.lower().endswith(_DIFFUSERS_WEIGHTS)]
+        # the default variant has one dot (``model.safetensors``, ``model-00001-of-00002.safetensors``)
+        default = [n for n in weights if n.rsplit("/", 1)[-1].count(".") == 1]
+        chosen = default or weights
+        if any(n.endswith(".safetensors") for n in chosen):
+            chosen = [n for n in chosen if n.endswith(".safetensors")]
+        picked.extend(chosen)
+    return sorted(set(picked))
+
+
 def resolve_model_path(
     spec: ModelSpec,
     quantization: str,
@@ -213,6 +245,8 @@ def resolve_model_path(
         onnx_file = spec.model_file_name_template.format(quantization=quantization)
         download.file(onnx_file + ".json")
         return download.file(onnx_file)
+    if spec.model_format == "diffusers":
+        return download.snapshot(diffusers_files)
     return download.snapshot(snapshot_files)
 
 

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from xinference.model.chat_template import _ARRAY, _SCALARS, _STRING, _read, _read_string, _skip_value
 
-__all__ = ["GgufInfo", "read_gguf_info"]
+__all__ = ["GgufInfo", "read_gguf_info", "read_gguf_metadata"]
 
 _WANTED_ARRAYS = frozenset({"tokenizer.ggml.tokens"})
 
@@ -131,3 +131,23 @@ def read_gguf_info(path: str) -> GgufInfo:
         context_length=number("context_length"),
         has_classifier=any(name in ("cls.weight", "cls.output.weight") for name, _, _ in tensors),
     )
+
+
+def read_gguf_metadata(path: str) -> dict[str, Any]:
+    """The scalar key/values of ``path``'s header (arrays are skipped); ValueError when it is not a GGUF file (v2/v3)
+    or is truncated. What a multimodal projector is (``general.architecture`` ``clip``, ``clip.projector_type``, ...)
+    is read this way before llama.cpp loads it."""
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"GGUF" or _read(handle, "<I") < 2:
+            raise ValueError("not a GGUF file")
+        _read(handle, "<Q")  # tensors
+        n_kv = _read(handle, "<Q")
+        meta: dict[str, Any] = {}
+        for _ in range(n_kv):
+            key = _read_string(handle).decode("utf-8", "replace")
+            kind = _read(handle, "<I")
+            if kind == _ARRAY:
+                _skip_value(handle, kind)
+            else:
+                meta[key] = _value(handle, kind)
+    return meta

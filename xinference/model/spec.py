@@ -26,11 +26,26 @@ __all__ = [
     "validate_model_name",
 ]
 
-ModelType = Literal["LLM", "embedding", "rerank", "audio"]
-Ability = Literal["chat", "generate", "tools", "vision", "reasoning", "embed", "rerank", "audio2text", "text2audio"]
+ModelType = Literal["LLM", "embedding", "rerank", "audio", "image"]
+#: ``text2image``, ``image2image``, ``inpainting``: image generation, as Xinference names these abilities
+Ability = Literal[
+    "chat",
+    "generate",
+    "tools",
+    "vision",
+    "reasoning",
+    "embed",
+    "rerank",
+    "audio2text",
+    "text2audio",
+    "text2image",
+    "image2image",
+    "inpainting",
+]
 #: ``ctranslate2``: a model converted for CTranslate2 (``model.bin`` + ``config.json``), what faster-whisper loads;
-#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads
-ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx"]
+#: ``onnx``: an ONNX voice (``.onnx`` + ``.onnx.json``), what piper loads;
+#: ``diffusers``: a diffusers pipeline folder (``model_index.json`` + one folder per component), what diffusers loads
+ModelFormat = Literal["ggufv2", "pytorch", "awq", "gptq", "fp8", "mlx", "ctranslate2", "onnx", "diffusers"]
 Hub = Literal["huggingface", "modelscope"]
 
 #: Model names and uids: letters, digits, ``.``, ``_``, ``-``; starts with a letter or digit; at most 100 chars.
@@ -127,6 +142,12 @@ class ModelSpec(_Strict):
         default=None, description="file:///absolute/path of local weights (a GGUF file or a model folder)"
     )
     draft_model: DraftModel | None = Field(default=None, description="the draft model enable_mtp attaches")
+    multimodal_projectors: list[str] = Field(
+        default_factory=list,
+        description="ggufv2 vision models: the projector (mmproj) files of the repository, beside the weights; the "
+        "launch option multimodal_projector picks one (default: the first). A local spec (model_uri) may also give "
+        "absolute paths",
+    )
     kept_fields: dict[str, Any] = Field(
         default_factory=dict,
         description="fields of Xinference's registration JSON accepted but not acted on here "
@@ -150,6 +171,16 @@ class ModelSpec(_Strict):
             raise ValueError("sizes are written like 7 or '0_5' (billions, '_' for the decimal point)")
         return value
 
+    @field_validator("multimodal_projectors")
+    @classmethod
+    def _projector_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name or "\0" in name or "\\" in name or ".." in name.split("/"):
+                raise ValueError(f"{name[:120]!r} is not a projector file name")
+        if len(set(value)) != len(value):
+            raise ValueError("multimodal_projectors lists a file twice")
+        return value
+
     @model_validator(mode="after")
     def _has_source(self) -> ModelSpec:
         if not (self.model_id or self.model_hub_ids or self.bundled or self.model_uri):
@@ -163,6 +194,11 @@ class ModelSpec(_Strict):
             and not self.model_file_name_template
         ):
             raise ValueError("a ggufv2 spec downloaded from a hub needs model_file_name_template")
+        if self.multimodal_projectors:
+            if self.model_format != "ggufv2":
+                raise ValueError("multimodal_projectors are GGUF files: only a ggufv2 spec lists them")
+            if self.model_uri is None and any(name.startswith("/") for name in self.multimodal_projectors):
+                raise ValueError("absolute multimodal_projectors paths need a local spec (model_uri)")
         return self
 
     @property
@@ -195,6 +231,11 @@ class ModelFamily(_Strict):
         default=None,
         description="speech-to-text models: whether the model knows languages other than English (Whisper's "
         ".en models do not, and cannot translate)",
+    )
+    requires_gpu: bool = Field(
+        default=False,
+        description="image models too large or slow for a CPU (FLUX, SD3, Qwen-Image: minutes to hours per image): "
+        "engines refuse them on a worker without a CUDA GPU, saying so",
     )
     # -- how the model writes tool calls and reasoning (model/parsers/); Xinference's names are accepted ----------
     tool_call_format: str | None = Field(

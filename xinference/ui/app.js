@@ -9,9 +9,11 @@ import { RunningPage } from "./pages/running.js";
 import { ChatPage } from "./pages/chat.js";
 import { TryPage } from "./pages/try.js";
 import { AudioPage } from "./pages/audio.js";
+import { ImagesPage } from "./pages/images.js";
 import { LogsPage } from "./pages/logs.js";
 import { ClusterPage } from "./pages/cluster.js";
 import { RegisterPage } from "./pages/register.js";
+import { McpPage } from "./pages/mcp.js";
 
 const PAGES = {
   launch: { title: "Launch", component: LaunchPage, nav: true },
@@ -19,7 +21,9 @@ const PAGES = {
   chat: { title: "Chat", component: ChatPage, nav: true },
   try: { title: "Embeddings & rerank", component: TryPage, nav: true },
   audio: { title: "Audio", component: AudioPage, nav: true },
+  images: { title: "Images", component: ImagesPage, nav: true },
   register: { title: "Register a model", component: RegisterPage, nav: true },
+  mcp: { title: "MCP servers", component: McpPage, nav: true },
   cluster: { title: "Cluster", component: ClusterPage, nav: true },
   logs: { title: "Logs", component: LogsPage, nav: true },
 };

@@ -68,8 +68,8 @@ def test_launch_values_clients_send_are_accepted() -> None:
 
 
 def test_unknown_model_type_lists_the_known_ones() -> None:
-    loc, message = _refusal(LaunchModelRequest, {"model_name": "m", "model_type": "image"})
-    assert loc == "model_type" and "LLM, embedding, rerank" in message
+    loc, message = _refusal(LaunchModelRequest, {"model_name": "m", "model_type": "video"})
+    assert loc == "model_type" and "LLM, embedding, rerank, audio, image" in message
 
 
 def test_the_openapi_document_keeps_the_declared_types() -> None:

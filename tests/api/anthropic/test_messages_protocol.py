@@ -104,7 +104,7 @@ def test_tool_round_trip_translation() -> None:
     ]
     assert tool == {"role": "tool", "tool_call_id": "toolu_1", "content": "Sunny"}
     assert follow_up == {"role": "user", "content": "And now?"}
-    assert chat.image_param is None
+    assert chat.image_params == []
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_thinking_disabled_and_images_located() -> None:
         ],
     ).to_chat()
     assert chat.params["chat_template_kwargs"] == {"enable_thinking": False}
-    assert chat.image_param == "messages[0].content[1]"
+    assert chat.image_params == ["messages[0].content[1]"]
     assert chat.params["messages"][0]["content"][1] == {
         "type": "image_url",
         "image_url": {"url": "data:image/png;base64,iVBOR"},

@@ -21,7 +21,7 @@ from xinference.model.spec import ModelFamily, validate_model_name
 
 __all__ = ["MODEL_TYPES", "RegisterModelRequest", "RegistrationsService", "attach_router", "canonical_model_type"]
 
-MODEL_TYPES = ("LLM", "embedding", "rerank", "audio")
+MODEL_TYPES = ("LLM", "embedding", "rerank", "audio", "image")
 
 
 # -- protocol ----------------------------------------------------------------------------------------------------------

@@ -68,6 +68,8 @@ class MessagesRequest(MessagesInput):
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: the MCP connector: ``[{"type": "url", "url", "name", "authorization_token", "tool_configuration"}]``
+    mcp_servers: list[dict[str, Any]] | None = None
     # -- extension (Ollama): how long the model stays loaded after this request ("10m", seconds, -1, 0)
     keep_alive: str | int | float | None = None
 

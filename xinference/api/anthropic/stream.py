@@ -14,6 +14,7 @@ import json
 import uuid
 from typing import Any
 
+from xinference.api.anthropic.mcp import McpBlocks
 from xinference.api.openai.chat.translated import ChunkWalker, Event
 from xinference.errors import EngineError
 
@@ -114,6 +115,12 @@ class MessageStream(ChunkWalker):
         self._calls: dict[int, int] = {}  # chat tool-call index → block index
         self._finish = None
         self._usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
+        self._mcp = McpBlocks(self)
+
+    def feed(self, chunk: dict[str, Any]) -> list[Event]:
+        if not chunk.get("choices") and ("mcp_call" in chunk or "mcp_list_tools" in chunk):
+            return self._mcp.feed(chunk)
+        return super().feed(chunk)
 
     def start(self) -> list[Event]:
         message: dict[str, Any] = {

@@ -10,11 +10,12 @@ shapes; the service (:mod:`.serving`) calls :func:`messages_to_chat` and :func:`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from xinference.api.anthropic.mcp import McpServerSpec, parse_mcp_servers
 from xinference.api.errors import validation_message
 from xinference.api.openai.chat.protocol import ChatCompletionRequest
 from xinference.api.openai.chat.tools import check_parameters_schema, check_tool_name, function_tool
@@ -42,8 +43,6 @@ _UNSUPPORTED_BLOCKS = frozenset(
         "code_execution_tool_result",
         "bash_code_execution_tool_result",
         "text_editor_code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
         "container_upload",
     }
 )
@@ -51,11 +50,16 @@ _UNSUPPORTED_BLOCKS = frozenset(
 
 @dataclass
 class ChatTranslation:
-    """What a Messages request becomes: chat parameters, and whether any image is in them (the caller checks the
-    model's vision ability, which the protocol layer cannot see)."""
+    """What a Messages request becomes: chat parameters, and where each of its images is in the request
+    (``messages[0].content[1]``), in the order of the chat messages' image parts: the caller checks the model's
+    vision ability, which the protocol layer cannot see, and names a bad image by its block."""
 
     params: dict[str, Any]
-    image_param: str | None = None
+    image_params: list[str] = field(default_factory=list)
+    #: the MCP connector's servers, and then the first turn's ``tool_choice`` in chat form (an MCP tool's name is
+    #: resolved once the servers' tools are listed)
+    mcp: list[McpServerSpec] = field(default_factory=list)
+    tool_choice: Any = None
 
 
 class _Conversation:
@@ -63,7 +67,7 @@ class _Conversation:
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
-        self.image_param: str | None = None
+        self.image_params: list[str] = []
         self.pending_calls: dict[str, str] = {}  # tool_use ids of the previous assistant turn → where they were
 
     def add(self, index: int, message: AnthropicMessage, last: bool) -> None:
@@ -94,22 +98,26 @@ class _Conversation:
         parts: list[dict[str, Any]] = []
         answered: set[str] = set()
         tool_messages: list[dict[str, Any]] = []
+        # images of tool results and of the user's own parts, kept apart: the tool messages come first in chat
+        tool_images: list[str] = []
+        images: list[str] = []
         for n, block in enumerate(blocks):
             at = f"{where}.content[{n}]"
             kind = _block_type(block, at)
             if kind == "tool_result":
-                tool_messages.append(self._tool_result(block, at, answered))
+                tool_messages.append(self._tool_result(block, at, answered, tool_images))
             elif kind in ("text", "image"):
-                parts.append(self._part(block, kind, at))
+                parts.append(self._part(block, kind, at, images))
             else:
                 _refuse_block(kind, at, "user")
         self._require_results(answered)
+        self.image_params += tool_images + images
         self.messages.extend(tool_messages)
         if parts:
             content: Any = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
             self.messages.append({"role": "user", "content": content})
 
-    def _tool_result(self, block: dict[str, Any], at: str, answered: set[str]) -> dict[str, Any]:
+    def _tool_result(self, block: dict[str, Any], at: str, answered: set[str], images: list[str]) -> dict[str, Any]:
         call_id = block.get("tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidRequest("a tool_result block needs the tool_use_id it answers", param=f"{at}.tool_use_id")
@@ -129,7 +137,8 @@ class _Conversation:
             text = raw
         elif isinstance(raw, list):
             inner = [
-                self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]") for i, b in enumerate(raw)
+                self._part(b, _block_type(b, f"{at}.content[{i}]"), f"{at}.content[{i}]", images)
+                for i, b in enumerate(raw)
             ]
             text = inner if any(p["type"] != "text" for p in inner) else "\n".join(p["text"] for p in inner)
         else:
@@ -140,7 +149,8 @@ class _Conversation:
             text = f"Error: {text}"
         return {"role": "tool", "tool_call_id": call_id, "content": text}
 
-    def _part(self, block: dict[str, Any], kind: str, at: str) -> dict[str, Any]:
+    def _part(self, block: dict[str, Any], kind: str, at: str, images: list[str] | None = None) -> dict[str, Any]:
+        """The chat part of a text or image block; an image's place ``at`` is appended to ``images``."""
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
@@ -148,13 +158,15 @@ class _Conversation:
             return {"type": "text", "text": text}
         if kind != "image":
             raise InvalidRequest(f"a {kind!r} block cannot appear here; use text or image blocks", param=at)
-        self.image_param = self.image_param or at
+        if images is not None:
+            images.append(at)
         return {"type": "image_url", "image_url": {"url": _image_url(block.get("source"), f"{at}.source")}}
 
     def _assistant(self, where: str, blocks: list[dict[str, Any]], last: bool) -> None:
         texts: list[str] = []
         thinking: list[str] = []
         calls: list[dict[str, Any]] = []
+        flushed = False
         self._require_results(set())  # two assistant turns in a row: the first one's calls were never answered
         for n, block in enumerate(blocks):
             at = f"{where}.content[{n}]"
@@ -170,8 +182,19 @@ class _Conversation:
                 continue  # opaque data of Anthropic's own models; nothing a local model can read
             elif kind == "tool_use":
                 calls.append(self._tool_use(block, at, last))
+            elif kind == "mcp_tool_use":
+                calls.append(_mcp_call(block, at))
+            elif kind == "mcp_tool_result":
+                # the platform ran the call: the assistant turn so far, then its result, and the turn goes on
+                self._flush(texts, thinking, calls)
+                texts, thinking, calls, flushed = [], [], [], True
+                self.messages.append(_mcp_result(block, at))
             else:
                 _refuse_block(kind, at, "assistant")
+        if texts or thinking or calls or not flushed:
+            self._flush(texts, thinking, calls)
+
+    def _flush(self, texts: list[str], thinking: list[str], calls: list[dict[str, Any]]) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
         if thinking:
             message["reasoning_content"] = "".join(thinking)
@@ -196,6 +219,28 @@ class _Conversation:
             "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
         }
+
+
+def _mcp_call(block: dict[str, Any], at: str) -> dict[str, Any]:
+    call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
+    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+        raise InvalidRequest("an mcp_tool_use block needs an 'id' and a 'name'", param=at)
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("an mcp_tool_use block's 'input' must be an object", param=f"{at}.input")
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _mcp_result(block: dict[str, Any], at: str) -> dict[str, Any]:
+    call_id, content = block.get("tool_use_id"), block.get("content")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidRequest("an mcp_tool_result block needs its tool_use_id", param=f"{at}.tool_use_id")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str):
+        raise InvalidRequest("an mcp_tool_result's content is a string or text blocks", param=f"{at}.content")
+    if block.get("is_error"):
+        content = f"Error: {content}"
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
 def _block_type(block: object, at: str) -> str:
@@ -271,25 +316,33 @@ def _chat_tools(request: MessagesInput) -> tuple[list[dict[str, Any]] | None, An
         if description is not None and not isinstance(description, str):
             raise InvalidRequest("a tool's description must be a string", param=f"{at}.description")
         tools.append(function_tool(name, description, schema))
-    choice, parallel = _chat_tool_choice(request, names)
+    choice, parallel = _chat_tool_choice(request, names, _has_mcp(request))
     return tools or None, choice, parallel
 
 
-def _chat_tool_choice(request: MessagesInput, names: set[str]) -> tuple[Any, bool | None]:
+def _has_mcp(request: MessagesInput) -> bool:
+    return bool(getattr(request, "mcp_servers", None))
+
+
+def _chat_tool_choice(request: MessagesInput, names: set[str], mcp: bool = False) -> tuple[Any, bool | None]:
+    """The chat ``tool_choice``; with MCP servers, ``any`` and ``tool`` may aim at their tools (a named MCP tool is
+    checked once they are listed)."""
     if request.tool_choice is None:
         return None, None
     kind = request.tool_choice.get("type")
     parallel = False if request.tool_choice.get("disable_parallel_tool_use") else None
-    if kind in ("any", "tool") and not names:
+    if kind in ("any", "tool") and not names and not mcp:
         raise InvalidRequest(f"tool_choice {kind!r} needs tools", param="tool_choice")
     if kind == "auto":
-        return ("auto" if names else None), parallel
+        return ("auto" if names or mcp else None), parallel
     if kind == "none":
-        return ("none" if names else None), None
+        return ("none" if names or mcp else None), None
     if kind == "any":
         return "required", parallel
     if kind == "tool":
         name = request.tool_choice.get("name")
+        if mcp and isinstance(name, str) and name not in names:
+            return {"type": "function", "function": {"name": name}}, parallel
         if name not in names:
             raise InvalidRequest(
                 f"tool_choice names tool {str(name)[:80]!r}, which is not in 'tools'", param="tool_choice.name"
@@ -329,13 +382,16 @@ def _conversation(request: MessagesInput) -> _Conversation:
 def _chat_request(request: MessagesInput, **sampling: Any) -> ChatTranslation:
     conversation = _conversation(request)
     tools, tool_choice, parallel = _chat_tools(request)
+    mcp = parse_mcp_servers(getattr(request, "mcp_servers", None))
+    if mcp:  # the turns run as streams; the MCP tools join the client's per turn
+        sampling = {**sampling, "stream": True, "stream_options": {"include_usage": True}}
     try:
         chat = ChatCompletionRequest.model_validate(
             dict(
                 model=request.model,
                 messages=conversation.messages,
                 tools=tools,
-                tool_choice=tool_choice,
+                tool_choice=tool_choice if not mcp or (tools and not isinstance(tool_choice, dict)) else None,
                 parallel_tool_calls=parallel,
                 chat_template_kwargs=_template_kwargs(request),
                 **sampling,
@@ -344,7 +400,7 @@ def _chat_request(request: MessagesInput, **sampling: Any) -> ChatTranslation:
     except ValidationError as exc:  # our translation broke a chat rule: still the request's fault
         message, field = validation_message(list(exc.errors()))
         raise InvalidRequest(message, param=field) from None
-    return ChatTranslation(chat.to_engine_params(), conversation.image_param)
+    return ChatTranslation(chat.to_engine_params(), conversation.image_params, mcp, tool_choice)
 
 
 def messages_to_chat(request: MessagesRequest) -> ChatTranslation:

@@ -25,7 +25,7 @@ from starlette.datastructures import UploadFile
 
 from xinference.api.errors import error_frame, validation_message
 from xinference.api.gateway.keep_alive import note_keep_alive
-from xinference.api.gateway.routes import Replica, RouteTable
+from xinference.api.gateway.routes import Replica, Route, RouteTable
 from xinference.api.openai.audio_files import check_upload, decode_audio, max_upload_bytes
 from xinference.api.openai.embeddings import check_model_type
 from xinference.api.protocol import OpenAIRequest, ResponseBody
@@ -220,15 +220,28 @@ class TranscriptionService:
 
     async def run(self, request: Request, task: Literal["transcribe", "translate"]) -> Response:
         form, samples = await read_form(request, task)
+        if form.stream:
+            route = await self._route(form, task)
+            params = form.to_engine_params(samples)
+            return StreamingResponse(await self._open(route.model_uid, params), media_type="text/event-stream")
+        return render(await self.whole(form, samples, task), form, task)
+
+    async def whole(
+        self, form: TranscriptionForm, samples: bytes, task: Literal["transcribe", "translate"]
+    ) -> dict[str, Any]:
+        """The engine's whole result (``text``, ``language``, ``duration``, ``segments``, ``words``) for decoded
+        ``samples``; the route renders it, the platform's MCP tool answers its text."""
+        route = await self._route(form, task)
+        params = form.to_engine_params(samples)
+        method = "transcribe" if task == "transcribe" else "translate"
+        result, _ = await self._routes.call(route, lambda replica: getattr(replica.ref, method)(params))
+        return result  # type: ignore[no-any-return]
+
+    async def _route(self, form: TranscriptionForm, task: str) -> Route:
         route = await self._routes.get(form.model)
         check_model_type(route, "audio", "audio2text", "transcriptions" if task == "transcribe" else "translations")
         note_keep_alive(self._routes, route, form.keep_alive)
-        params = form.to_engine_params(samples)
-        if form.stream:
-            return StreamingResponse(await self._open(route.model_uid, params), media_type="text/event-stream")
-        method = "transcribe" if task == "transcribe" else "translate"
-        result, _ = await self._routes.call(route, lambda replica: getattr(replica.ref, method)(params))
-        return render(result, form, task)
+        return route
 
     async def _open(self, model: str, params: dict[str, Any]) -> AsyncIterator[bytes]:
         """Open the stream on a replica (errors before the first segment are raised here, as a status code)."""

@@ -36,6 +36,7 @@ from xinference.client.transport import (
 
 __all__ = [
     "AsyncRESTfulAudioModelHandle",
+    "AsyncRESTfulImageModelHandle",
     "AsyncClient",
     "AsyncRESTfulChatModelHandle",
     "AsyncRESTfulClient",
@@ -90,12 +91,21 @@ class AsyncRESTfulAudioModelHandle(AsyncRESTfulModelHandle):
     voices = async_handle_call(calls.handle_voices)
 
 
+class AsyncRESTfulImageModelHandle(AsyncRESTfulModelHandle):
+    """An image model: ``text_to_image``, ``image_to_image`` and ``inpainting``, as Xinference's image handle."""
+
+    text_to_image = async_handle_call(calls.handle_text_to_image)
+    image_to_image = async_handle_call(calls.handle_image_to_image)
+    inpainting = async_handle_call(calls.handle_inpainting)
+
+
 _HANDLES: dict[str, type[AsyncRESTfulModelHandle]] = {
     "chat": AsyncRESTfulChatModelHandle,
     "generate": AsyncRESTfulGenerateModelHandle,
     "embedding": AsyncRESTfulEmbeddingModelHandle,
     "rerank": AsyncRESTfulRerankModelHandle,
     "audio": AsyncRESTfulAudioModelHandle,
+    "image": AsyncRESTfulImageModelHandle,
 }
 
 
@@ -164,6 +174,7 @@ class AsyncClient(HasAsync):
     add_model_replica = async_call(calls.add_model_replica)
     terminate_model_replica = async_call(calls.terminate_model_replica)
     abort_request = async_call(calls.abort_request)
+    get_progress = async_call(calls.get_progress)
 
     async def get_model(self, model_uid: str) -> AsyncRESTfulModelHandle:
         """See :meth:`xinference.client.Client.get_model`."""

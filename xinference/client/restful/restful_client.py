@@ -41,6 +41,7 @@ from xinference.client.transport import (
 
 __all__ = [
     "RESTfulAudioModelHandle",
+    "RESTfulImageModelHandle",
     "Client",
     "RESTfulChatModelHandle",
     "RESTfulClient",
@@ -104,12 +105,21 @@ class RESTfulAudioModelHandle(RESTfulModelHandle):
     voices = sync_handle_call(calls.handle_voices)
 
 
+class RESTfulImageModelHandle(RESTfulModelHandle):
+    """An image model: ``text_to_image``, ``image_to_image`` and ``inpainting``, as Xinference's image handle."""
+
+    text_to_image = sync_handle_call(calls.handle_text_to_image)
+    image_to_image = sync_handle_call(calls.handle_image_to_image)
+    inpainting = sync_handle_call(calls.handle_inpainting)
+
+
 _HANDLES: dict[str, type[RESTfulModelHandle]] = {
     "chat": RESTfulChatModelHandle,
     "generate": RESTfulGenerateModelHandle,
     "embedding": RESTfulEmbeddingModelHandle,
     "rerank": RESTfulRerankModelHandle,
     "audio": RESTfulAudioModelHandle,
+    "image": RESTfulImageModelHandle,
 }
 
 
@@ -185,6 +195,7 @@ class Client(HasSync):
     add_model_replica = sync_call(calls.add_model_replica)
     terminate_model_replica = sync_call(calls.terminate_model_replica)
     abort_request = sync_call(calls.abort_request)
+    get_progress = sync_call(calls.get_progress)
 
     def get_model(self, model_uid: str) -> RESTfulModelHandle:
         """A handle on a running model, by its type and abilities: chat (``chat``, ``generate``), generate,

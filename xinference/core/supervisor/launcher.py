@@ -43,6 +43,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.draft import plan_draft
+from xinference.model.projector import plan_projector
 from xinference.model.registry import ModelRegistry, SpecChoice
 from xinference.model.spec import ModelFamily, validate_model_name
 
@@ -64,6 +65,7 @@ def launch_limits(launch: LaunchRequest) -> dict[str, Any]:
         "keep_alive_text": describe_keep_alive(keep),
         "max_queued": launch.max_queued,
         "queue_timeout": launch.queue_timeout,
+        "mcp_servers": launch.mcp_servers,
     }
 
 
@@ -149,6 +151,10 @@ class Launcher:
         launch.engine_kwargs, draft = plan_draft(
             self._registry, choice, matched.engine, engine_cls.config_class, launch.engine_kwargs
         )
+        # multimodal_projector is a launch field too: the projector file fetched beside the weights
+        launch.engine_kwargs, projector = plan_projector(
+            choice, matched.engine, engine_cls.config_class, launch.engine_kwargs
+        )
         config = engine_cls.parse_config(launch.engine_kwargs)  # a 400 naming the option before any process
         # what is wrong with the request itself comes first (above); then whether its uid is free
         uid = validate_model_name(launch.model_uid, "model_uid") if launch.model_uid else family.model_name
@@ -166,7 +172,12 @@ class Launcher:
             launch.replica,
             engine_kwargs=dict(launch.engine_kwargs),
             hardware=hardware,
-            sources={"model_path": launch.model_path, "download_hub": launch.download_hub, "draft": draft},
+            sources={
+                "model_path": launch.model_path,
+                "download_hub": launch.download_hub,
+                "draft": draft,
+                "projector": projector,
+            },
             launch=dict(request),
             limits=limits,
         )

@@ -147,7 +147,12 @@ class Membership:
                 replica=0,
                 status="ready",
                 engine_kwargs=dict(plan.engine_config),
-                sources={"model_path": plan.model_path, "download_hub": plan.download_hub, "draft": plan.draft},
+                sources={
+                    "model_path": plan.model_path,
+                    "download_hub": plan.download_hub,
+                    "draft": plan.draft,
+                    "projector": plan.projector,
+                },
             )
             if plan.launch_id:
                 record.launch_id = plan.launch_id

@@ -104,8 +104,8 @@ class ModelRecord:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     hardware: HardwareInfo | None = None
     created: int = field(default_factory=lambda: int(time.time()))
-    #: ``model_path`` / ``download_hub`` / ``draft`` (``model/draft.py``) of the launch, handed to every replica's
-    #: LaunchPlan.
+    #: ``model_path`` / ``download_hub`` / ``draft`` (``model/draft.py``) / ``projector`` (``model/projector.py``) of
+    #: the launch, handed to every replica's LaunchPlan.
     sources: dict[str, Any] = field(default_factory=dict)
     #: (worker address, replica uid) of the replica being started right now; set while launching.
     pending: tuple[str, str] | None = None
@@ -183,6 +183,7 @@ class ModelRecord:
             "engine_config": self.engine_config,
             "keep_alive": self.limits.get("keep_alive_text", "forever"),
             "autostart": bool(self.launch.get("autostart")),
+            "mcp_servers": self.limits.get("mcp_servers"),
             "load_seconds": self.load_seconds,
         }
         if family.model_type != "LLM":

@@ -30,7 +30,14 @@ from xinference.engines.continuous.outputs import (
 )
 from xinference.engines.continuous.requests import RequestPlan, SamplingParams, sampling_params
 from xinference.engines.grammar import Constraint, GrammarTokenizer
-from xinference.errors import ContextLengthExceeded, LaunchFailed, ModelUnavailable, XinferenceError
+from xinference.errors import (
+    ContextLengthExceeded,
+    InvalidRequest,
+    LaunchFailed,
+    ModelUnavailable,
+    XinferenceError,
+)
+from xinference.model.images import image_parts
 from xinference.model.parsers.postprocess import ChatOutputParser
 from xinference.model.parsers.registry import reasoning_tags_of, tool_call_format_of
 from xinference.model.parsers.tool_calls import ToolCallFormat
@@ -71,6 +78,21 @@ class BatchingEngine(Engine):
 
     def _adjust_plan(self, plan: RequestPlan, parser: ChatOutputParser | None) -> None:
         """Last changes to a validated chat plan once its parser is known (in place)."""
+
+    async def _encode_media(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None, Any]:
+        """The prompt's token ids, its rendered text (chat) and the engine's model inputs for its images (None
+        without images): where every request starts. By default :meth:`_encode`, and a request with images is
+        refused with a 400 naming the first one; an engine that can see overrides this (decoding images and
+        running a processor is CPU work, to do off the event loop), and its prompt ids then count the image
+        tokens."""
+        if kind == "chat":
+            for part in image_parts(request.get("messages") or []):
+                raise InvalidRequest(
+                    f"model {self.model_uid!r} cannot read images on the {self.name} engine; send text only",
+                    param=part.param,
+                )
+        ids, text = self._encode(kind, request)
+        return ids, text, None
 
     # -- life cycle --------------------------------------------------------------------------------------------
     async def _start_loop(self, scheduler: DecodeLoop, *, with_type: bool = False) -> None:
@@ -148,8 +170,9 @@ class BatchingEngine(Engine):
     ) -> tuple[list[int], RequestPlan, ChatOutputParser | None]:
         """Prompt ids, the validated plan and the output parser (chat) of a request; 400s before any token."""
         self._ready()
-        ids, prompt_text = self._encode(kind, request)
+        ids, prompt_text, media = await self._encode_media(kind, request)
         plan = self._plan(kind, request, len(ids))
+        plan.media = media
         if plan.constraint is not None:
             tokenizer = await asyncio.to_thread(self._grammar_tokenizer)
             plan.constraint.matcher(tokenizer)  # a schema llguidance cannot build is a 400 before any token
@@ -164,7 +187,9 @@ class BatchingEngine(Engine):
             params = plan.params
             if params.seed is not None and index:
                 params = dataclasses.replace(params, seed=params.seed + index)  # n choices, not n copies
-            seqs.append(self._new_sequence(ids, params, sink, plan))
+            seq = self._new_sequence(ids, params, sink, plan)
+            seq.media = plan.media
+            seqs.append(seq)
         return seqs
 
     async def _complete(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:

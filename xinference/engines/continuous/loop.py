@@ -58,6 +58,8 @@ class Sequence:
     finish_reason: str | None = None
     #: decoded text not sent yet: it could be the start of a stop string
     pending: str = ""
+    #: the engine's inputs for the prompt's images (:attr:`RequestPlan.media`); dropped once prefilled
+    media: Any = None
     decoder: IncrementalDecoder = field(init=False)
 
     def __post_init__(self) -> None:

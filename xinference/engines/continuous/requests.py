@@ -52,6 +52,9 @@ class RequestPlan:
     params: SamplingParams
     constraint: Constraint | None
     n: int
+    #: the engine's own model inputs for the images of the prompt (pixel values and the like), given to each
+    #: choice's sequence for its prefill; None for a prompt without images
+    media: Any = None
 
 
 def template_kwargs(request: dict[str, Any]) -> dict[str, Any]:

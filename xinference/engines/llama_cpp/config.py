@@ -123,6 +123,9 @@ class LlamaCppConfig(BaseModel):
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
     #: (left out of the options' JSON schema: the launch form offers those two fields instead)
     draft: SkipJsonSchema[DraftAttachment | None] = None
+    #: the local path of a vision model's multimodal projector (mmproj); set by the platform from the launch's
+    #: ``multimodal_projector`` (``model/projector.py``), left out of the options' JSON schema like ``draft``
+    projector: SkipJsonSchema[str | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -193,6 +196,7 @@ class LlamaCppConfig(BaseModel):
                     "n_threads_batch",
                     "n_gpu_layers",
                     "draft",
+                    "projector",
                     "params",
                     "n_batch",
                     "n_ubatch",
@@ -201,6 +205,7 @@ class LlamaCppConfig(BaseModel):
             n_batch=n_batch,
             n_ubatch=n_ubatch,
             draft=self.draft,
+            projector=self.projector,
             params={"cache_ram_mib": DEFAULT_CACHE_RAM_MIB, **self.params},
             n_ctx=n_ctx,
             n_parallel=slots,
@@ -222,14 +227,18 @@ class ResolvedLlamaCppConfig(LlamaCppConfig):
     n_gpu_layers: int
     #: the draft's local path stays out of the launch result (``speculative`` names the draft instead)
     draft: SkipJsonSchema[DraftAttachment | None] = Field(default=None, exclude=True)
+    #: the projector's path stays out of the launch result too (``vision`` names it instead)
+    projector: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
     gpu_offload: str = ""
+    #: how the model sees images: the projector's file name and type (``mmproj-f16.gguf (mlp)``); empty: it does not
+    vision: str = ""
     speculative: dict[str, Any] = Field(default_factory=dict)
 
 
 def _unknown_option_message(name: str, leaves: dict[str, Any]) -> str:
     import difflib
 
-    names = sorted(set(LlamaCppConfig.model_fields) - {"params", "draft"}) + sorted(leaves)
+    names = sorted(set(LlamaCppConfig.model_fields) - {"params", "draft", "projector"}) + sorted(leaves)
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
@@ -43,6 +44,7 @@ from xinference.engines.llama_cpp.pooling import (
 )
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
+from xinference.engines.llama_cpp.vision import check_projector, has_images, image_messages, without_image_data
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -173,6 +175,7 @@ class LlamaCppEngine(Engine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM", "embedding", "rerank"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"ggufv2"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # with the spec's multimodal projector (:mod:`.vision`)
     config_class = LlamaCppConfig
     context_option: ClassVar[str | None] = "n_ctx"
     spills_to_ram: ClassVar[bool] = True  # layers that do not fit in VRAM run on the CPU
@@ -189,6 +192,8 @@ class LlamaCppEngine(Engine):
     #: embedding and rerank models: llama.cpp's pooling (None for a generative model) and the vectors' size
     _pooling: str | None = None
     _dimensions: int = 0
+    #: whether llama.cpp loaded a multimodal projector (the model sees images)
+    _vision: bool = False
     resolved: ResolvedLlamaCppConfig
 
     @classmethod
@@ -238,6 +243,7 @@ class LlamaCppEngine(Engine):
         # Validated again in this process: the supervisor may have checked them without xllamacpp.
         resolved = resolved.model_copy(update={"params": tree.validate(resolved.params)})
         extra, speculative = await asyncio.to_thread(plan_speculation, resolved, self.model_path)
+        vision = await asyncio.to_thread(self._plan_vision, resolved)
         params = self._build_params(xllamacpp, resolved)
         tree.apply(params, {**resolved.params, **extra})
         # What llama.cpp's parameters now hold, read back: the launch result shows the values really used.
@@ -245,13 +251,20 @@ class LlamaCppEngine(Engine):
             update={
                 "params": {path: tree.read(params, path) for path in resolved.params},
                 "speculative": speculative,
+                "vision": vision,
             }
         )
         logger.info("loading %s with llama.cpp: %s", self.model_uid, self.resolved.model_dump())
         try:
             self._server = await asyncio.to_thread(xllamacpp.Server, params)
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
-            raise LaunchFailed(f"llama.cpp could not load {self.model_uid}: {exc}") from exc
+            hint = ""
+            if self._vision:  # llama.cpp checks the projector against the model only now, as it loads both
+                hint = (
+                    f" (the multimodal projector {vision} may not belong to this model: its output must match the "
+                    "model's embedding width; the replica log has llama.cpp's reason)"
+                )
+            raise LaunchFailed(f"llama.cpp could not load {self.model_uid}: {exc}{hint}") from exc
         # Threads beyond the slots wait inside llama.cpp's own queue, where an abort still reaches them.
         self._pool = ThreadPoolExecutor(
             max_workers=max(16, self.resolved.n_parallel * 4), thread_name_prefix=f"llama-{self.model_uid}"
@@ -278,6 +291,18 @@ class LlamaCppEngine(Engine):
         self._pooling = choose_pooling(self.family.model_type, self.config.pooling_type, info, self.model_uid)
         self._dimensions = info.n_embd
         return sequence_limit(info, self.family.max_tokens)
+
+    def _plan_vision(self, cfg: ResolvedLlamaCppConfig) -> str:
+        """The projector llama.cpp will load, checked first (LaunchFailed when it is not a vision projector), as
+        ``"<file> (<projector type>)"``; empty when the model is launched without one."""
+        path = cfg.projector
+        if not path:
+            return ""
+        if self._pooling is not None:
+            raise LaunchFailed(f"a multimodal projector applies to chat models; {self.model_uid} is an embedding model")
+        kind = check_projector(path, self.model_uid)
+        self._vision = True
+        return f"{os.path.basename(path)} ({kind})"
 
     def _auto_gpu_layers(self, cfg: ResolvedLlamaCppConfig) -> GpuLayers | None:
         """Layers that fit in this replica's free VRAM when the user left ``n_gpu_layers`` unset (NVIDIA GPUs;
@@ -331,6 +356,10 @@ class LlamaCppEngine(Engine):
             params.pooling_type = getattr(xllamacpp.llama_pooling_type, f"LLAMA_POOLING_TYPE_{self._pooling.upper()}")
         if self.family.chat_template:
             params.chat_template = self.family.chat_template
+        if cfg.projector:
+            params.mmproj.path = cfg.projector
+            if cfg.n_gpu_layers == 0:
+                params.mmproj_use_gpu = False  # a CPU-only model keeps its vision tower on the CPU too
         return params
 
     def stats(self) -> dict[str, Any]:
@@ -400,7 +429,7 @@ class LlamaCppEngine(Engine):
         try:
             prompt = render(
                 self._template,
-                body["messages"],
+                without_image_data(body["messages"]),  # the template only places images; their bytes stay out
                 special_tokens={"bos_token": "", "eos_token": ""},
                 template_kwargs=body.get("chat_template_kwargs"),
                 limits=RenderLimits.for_context(self.resolved.n_ctx),
@@ -521,21 +550,37 @@ class LlamaCppEngine(Engine):
             raise ModelUnavailable(f"model {self.model_uid!r} is not loaded")
         return self._pool
 
+    async def _with_images(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` with its image parts as llama.cpp reads them (see ``vision.py``); unchanged without images."""
+        messages = request.get("messages")
+        if not has_images(messages):
+            return request
+        assert isinstance(messages, list)
+        converted = await asyncio.to_thread(image_messages, messages, projector=self._vision, model_uid=self.model_uid)
+        return {**request, "messages": converted}
+
     async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        request = await self._with_images(request)
         body, parser = self._chat_body(request, stream=False)
         result = await self._call("/v1/chat/completions", body)
         return parser.fix_response(result) if parser is not None else result
 
     async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
+        request = await self._with_images(request)
         body, parser = self._chat_body(request, stream=True)
         return self._start(self._server.handle_chat_completions, body, parser.stream() if parser else None)
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """Rendered by llama.cpp's own chat-template code (``/apply-template``) and tokenized as a chat prompt is
         (``/tokenize``), on the loopback port this adapter locked with its key: the ``prompt_tokens`` a chat call
-        with the same messages and tools reports."""
+        with the same messages and tools reports. A prompt with images is counted by llama.cpp itself, from a
+        one-token chat call (only the vision tower knows how many tokens an image becomes)."""
         pool = self._executor()
+        request = await self._with_images(request)
         body, _ = self._chat_body(request, stream=False)  # a forced tool call rewrites the prompt: count that one
+        if has_images(body.get("messages")):
+            result = await self._call("/v1/chat/completions", {**body, "max_tokens": 1})
+            return int((result.get("usage") or {}).get("prompt_tokens") or 0)
         address = str(self._server.listening_address)
         key = self._api_key
 

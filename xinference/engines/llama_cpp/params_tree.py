@@ -85,6 +85,7 @@ TYPED_PATHS: dict[str, str] = {
     "cpuparams.n_threads": "n_threads",
     "cpuparams_batch.n_threads": "n_threads_batch",
     "flash_attn_type": "flash_attn",
+    "mmproj.path": "multimodal_projector",  # the projector file is fetched beside the weights (model/projector.py)
 }
 
 #: Paths of older xllamacpp releases that moved; used only when the old path is not in the installed tree.

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any, Literal
 
-__all__ = ["flag", "option_args"]
+from pydantic import Field
+
+__all__ = ["MediaLimits", "flag", "json_args", "option_args"]
+
+#: How many items of each modality one request may carry (``{"image": 4}``): vLLM's ``--limit-mm-per-prompt`` and
+#: SGLang's ``--limit-mm-data-per-request`` take this JSON. Servers size their multimodal buffers from it, so a
+#: lower limit also saves memory; 0 turns a modality off.
+MediaLimits = dict[Literal["image", "video", "audio"], Annotated[int, Field(ge=0, le=1024)]]
 
 
 def flag(name: str) -> str:
@@ -37,4 +45,14 @@ def option_args(
         value = getattr(options, name)
         if value is not None:
             args.append(flag(name) if value else flag(name).replace("--", "--no-", 1))
+    return args
+
+
+def json_args(options: Any, names: Iterable[str]) -> list[str]:
+    """``--name <compact JSON>`` for each named field of ``options`` that is set (dicts such as :data:`MediaLimits`)."""
+    args: list[str] = []
+    for name in names:
+        value = getattr(options, name)
+        if value is not None:
+            args += [flag(name), json.dumps(value, separators=(",", ":"), sort_keys=True)]
     return args

@@ -47,6 +47,7 @@ from xinference.engines.managed.pooling import embed_request, rerank_answer, rer
 from xinference.engines.managed.process import ServerProcess, free_loopback_port, scrub
 from xinference.engines.managed.sse import SSEResponse, open_sse
 from xinference.engines.managed.tools import ForcedToolCall, forced_tool_call
+from xinference.engines.managed.vision import openai_image_messages
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -420,10 +421,14 @@ class ManagedServerEngine(Engine):
         """The body sent to the server for a platform request (OpenAI names plus our extensions). The servers
         read thinking switches only from ``chat_template_kwargs``: top-level ``enable_thinking`` and
         ``reasoning_effort`` are moved there (see :func:`server_template_kwargs`); a ``reasoning_effort`` the
-        servers also know at the top level (low, medium, high) stays there as well."""
+        servers also know at the top level (low, medium, high) stays there as well. Image parts are given in
+        OpenAI's form (:mod:`.vision`); their ``data:`` URIs pass through to the server, which runs the model's
+        image processor."""
         body = dict(request)
         body["model"] = self.model_uid
         if kind == "chat":
+            if isinstance(body.get("messages"), list):
+                body["messages"] = openai_image_messages(body["messages"])  # the one image spelling servers read
             kwargs = server_template_kwargs(body)
             body.pop("enable_thinking", None)
             if body.get("reasoning_effort") not in _NATIVE_EFFORTS:

@@ -41,6 +41,9 @@ class MLXConfig(BaseModel):
         "decoded 11 tok/s with 2 threads and 7 with 1)",
     )
     trust_remote_code: bool = False
+    max_images_per_prompt: int = Field(
+        default=16, ge=0, le=1024, description="images one chat request may carry (vision models, mlx-vlm)"
+    )
 
     def resolve(self, *, cpu_count: int, metal: bool, context_length: int | None) -> ResolvedMLXConfig:
         return ResolvedMLXConfig(

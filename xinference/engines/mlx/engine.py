@@ -12,6 +12,9 @@ Where it runs and how it is installed:
 - On Linux the system's OpenBLAS is preloaded when installed (Debian/Ubuntu: ``apt-get install
   libopenblas0-pthread``): it is about twice as fast as the reference BLAS the wheel ships (:mod:`.runtime`).
 
+Vision-language models (a family with the ``vision`` ability) load with mlx-vlm instead of mlx-lm and decode one
+request at a time, their images merged into the prompt at the prefill and counted in its tokens (:mod:`.vision`).
+
 Preference (the matcher takes the first engine of :mod:`xinference.engines.registry` that accepts a model): MLX
 comes after llama.cpp and Transformers. On Linux CPUs it is a fallback, accepted only once its env is installed:
 measured on 2 cores with SmolLM2-135M, Transformers decodes ~21 tok/s and MLX ~11-15 tok/s, and a GGUF through
@@ -33,6 +36,7 @@ tokens come from :mod:`.scheduler` (continuous batching with mlx-lm's batch gene
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -47,8 +51,10 @@ from xinference.engines.mlx.config import MLXConfig, ResolvedMLXConfig
 from xinference.engines.mlx.runtime import find_openblas, load_model, preload_openblas
 from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
 from xinference.engines.mlx.scheduler import Scheduler, Sequence
+from xinference.engines.mlx.vision import VisionInputs, load_vision_model, vision_inputs
 from xinference.errors import InvalidRequest, LaunchFailed
 from xinference.model.chat_template import find_chat_template
+from xinference.model.images import image_parts, load_images
 from xinference.model.parsers.tool_prompt import template_renders_tools, with_tools
 from xinference.model.prompt_render import RenderLimits, render, special_tokens_of
 
@@ -56,7 +62,7 @@ if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["MIN_MLX_LM", "MLXEngine"]
+__all__ = ["MIN_MLX_LM", "MLX_VLM", "MLXEngine"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +70,16 @@ logger = logging.getLogger(__name__)
 MIN_MLX_LM = "0.20.0"
 #: grammar-constrained decoding (:mod:`xinference.engines.grammar`), as pinned by the transformers extra
 _LLGUIDANCE = "llguidance>=1.0"
+#: vision-language models (:mod:`.vision`); pinned: its loaders and ``generate_step`` change between releases, and
+#: this is the release measured with mlx 0.32 and Transformers 5.24
+MLX_VLM = "mlx-vlm==0.7.10"
 
 
 def _logits_width(model: Any, tokenizer: Any) -> int:
     """The number of logits the model produces per token (the grammar's bitmask covers exactly these)."""
     args = getattr(model, "args", None)
-    for source in (args, getattr(args, "text_config", None)):
+    config = getattr(model, "config", None)  # mlx-vlm's models
+    for source in (args, getattr(args, "text_config", None), getattr(config, "text_config", None)):
         width = getattr(source, "vocab_size", None) if source is not None else None
         if isinstance(width, int) and width > 0:
             return width
@@ -88,9 +98,12 @@ class MLXEngine(BatchingEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = MLXConfig
     context_option: ClassVar[str | None] = "max_model_len"
+    reads_images: ClassVar[bool] = True  # vision families load with mlx-vlm (:mod:`.vision`)
 
     resolved: ResolvedMLXConfig
     _template: str | None = None
+    #: a vision model's processor (mlx-vlm's load), None for a text model
+    _processor: Any = None
     #: the BLAS mlx uses in this process: a path to OpenBLAS, or "mlx" (the wheel's own)
     blas: str = "mlx"
 
@@ -106,15 +119,15 @@ class MLXEngine(BatchingEngine):
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
-        """mlx (Metal) or mlx[cpu] (Linux), mlx-lm, and llguidance for structured output (pip skips it when the
-        main environment, which the overlay env sees, already has it)."""
+        """mlx (Metal) or mlx[cpu] (Linux), mlx-lm, llguidance for structured output (pip skips it when the
+        main environment, which the overlay env sees, already has it), and mlx-vlm for vision models."""
         if hardware.is_apple_silicon:
             mlx = "mlx"
         elif cls.platform_verdict(hardware):
             mlx = "mlx[cpu]"
         else:
             return None
-        return EnvRecipe((mlx, f"mlx-lm>={MIN_MLX_LM}", _LLGUIDANCE), overlay=True)
+        return EnvRecipe((mlx, f"mlx-lm>={MIN_MLX_LM}", _LLGUIDANCE, MLX_VLM), overlay=True)
 
     @classmethod
     def process_env(cls, hardware: HardwareInfo) -> dict[str, str]:
@@ -156,6 +169,7 @@ class MLXEngine(BatchingEngine):
             max_num_seqs=cfg.max_num_seqs,
             prefill_step_size=cfg.prefill_step_size,
             name=f"mlx-{self.model_uid}",
+            vision=self.vision,
         )
         await self._start_loop(scheduler, with_type=True)
         self._template = find_chat_template(self.family, self.model_path)
@@ -164,7 +178,16 @@ class MLXEngine(BatchingEngine):
         self._scheduler = scheduler
         self.blas = str(blas) if blas else "mlx"
 
+    @property
+    def vision(self) -> bool:
+        """Whether the family can see: loaded with mlx-vlm and its processor (:mod:`.vision`)."""
+        return "vision" in self.family.model_ability
+
     def _load_model(self) -> tuple[Any, Any]:
+        if self.vision:
+            model, processor = load_vision_model(self.model_path, trust_remote_code=self.resolved.trust_remote_code)
+            self._processor = processor
+            return model, processor.tokenizer
         model, tokenizer, overrides = load_model(self.model_path, trust_remote_code=self.resolved.trust_remote_code)
         if overrides:
             logger.info("%s: config values mlx-lm would miss, passed explicitly: %s", self.model_uid, overrides)
@@ -172,7 +195,8 @@ class MLXEngine(BatchingEngine):
 
     def _collect_stop_ids(self, tokenizer: Any) -> frozenset[int]:
         ids: set[int] = set(self.family.stop_token_ids)
-        ids.update(int(t) for t in (getattr(tokenizer, "eos_token_ids", None) or ()))
+        listed = getattr(tokenizer, "eos_token_ids", None) or ()
+        ids.update(int(t) for t in ([listed] if isinstance(listed, int) else listed))  # mlx-vlm's may be one id
         eos = getattr(tokenizer, "eos_token_id", None)
         if isinstance(eos, int):
             ids.add(eos)
@@ -210,7 +234,30 @@ class MLXEngine(BatchingEngine):
         )
 
     def _hf_tokenizer(self) -> Any:
+        if self._processor is not None:
+            return self._tokenizer  # the processor's own Hugging Face tokenizer
         return getattr(self._tokenizer, "_tokenizer", self._tokenizer)  # mlx-lm wraps the HF tokenizer
+
+    async def _encode_media(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None, Any]:
+        if kind == "chat" and self._processor is not None and any(True for _ in image_parts(request["messages"])):
+            return await asyncio.to_thread(self._encode_images, request)
+        return await super()._encode_media(kind, request)
+
+    def _encode_images(self, request: dict[str, Any]) -> tuple[list[int], str, VisionInputs]:
+        """(ids with every image's tokens, the rendered prompt, the processor's inputs) of a chat request with
+        images; on a worker thread (decoding images and running the processor are CPU work)."""
+        parts = list(image_parts(request["messages"]))
+        limit = self.resolved.max_images_per_prompt
+        if len(parts) > limit:
+            raise InvalidRequest(
+                f"this request carries {len(parts)} images; model {self.model_uid!r} takes at most {limit} per "
+                "request (launch option max_images_per_prompt)",
+                param=parts[limit].param,
+            )
+        images = load_images(request["messages"])
+        text = self._render(request)
+        inputs = vision_inputs(self._processor, text, images)
+        return inputs.ids, text, inputs
 
     def _encode(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None]:
         if kind == "chat":
@@ -233,6 +280,10 @@ class MLXEngine(BatchingEngine):
         )
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
-        """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
+        """The prompt a chat call would build from ``request`` (same template, same tokenizer, the same image
+        tokens), counted."""
         self._ready()
+        if self._processor is not None and any(True for _ in image_parts(request["messages"])):
+            ids, _, _ = await self._encode_media("chat", request)
+            return len(ids)
         return len(self._tokenizer.encode(self._render(request), add_special_tokens=False))

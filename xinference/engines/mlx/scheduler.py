@@ -9,6 +9,8 @@ Two modes, chosen at load:
   next token, and a long prompt never stalls the others for more than a chunk.
 - **single** (``max_num_seqs == 1``, or an older mlx-lm): requests wait in a queue and decode one at a time with
   ``mlx_lm.generate.generate_step``; cancel is checked before every token.
+- **vision** (a vision-language model loaded with mlx-vlm, :mod:`.vision`): as single, with mlx-vlm's
+  ``generate_step``, which merges a request's image features into its prompt (``Sequence.media``) at the prefill.
 
 Either way each token goes through :meth:`Scheduler._accept`: stop tokens, stop strings (text before a stop string
 is sent, the text that could begin one is held back), ``max_tokens``, a grammar that is complete, and incomplete
@@ -65,10 +67,17 @@ class Scheduler(DecodeLoop):
     engine_label = "MLX"
 
     def __init__(
-        self, loader: Callable[[], tuple[Any, Any]], *, max_num_seqs: int, prefill_step_size: int, name: str = "mlx"
+        self,
+        loader: Callable[[], tuple[Any, Any]],
+        *,
+        max_num_seqs: int,
+        prefill_step_size: int,
+        name: str = "mlx",
+        vision: bool = False,
     ) -> None:
         super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.prefill_step_size = prefill_step_size
+        self.vision = vision
         self.mode = "batch"
         self._running: dict[int, Sequence] = {}
         self._generator: Any = None
@@ -78,7 +87,9 @@ class Scheduler(DecodeLoop):
 
     # -- the backend (scheduler thread) ------------------------------------------------------------------------
     def _on_loaded(self) -> None:
-        if self.max_num_seqs == 1 or not batch_api_available():
+        if self.vision:
+            self.mode, self.max_num_seqs = "vision", 1  # mlx-lm's batch generator takes no image features
+        elif self.max_num_seqs == 1 or not batch_api_available():
             if self.max_num_seqs > 1:
                 logger.warning(
                     "%s: this mlx-lm has no per-sequence batch generator; decoding one request at a time", self._name
@@ -165,12 +176,28 @@ class Scheduler(DecodeLoop):
             self._left_batch(self._running.pop(uid))
         self._generator.remove(gone)
 
-    # single mode
-    def _single_request(self) -> None:
+    # single and vision modes
+    def _steps(self, seq: Sequence) -> Any:
+        """The token generator of one request: mlx-lm's, or mlx-vlm's for a vision model (its images merged in)."""
         import mlx.core as mx
-        from mlx_lm.generate import generate_step
         from mlx_lm.sample_utils import greedy_sampler
 
+        options: dict[str, Any] = {
+            "max_tokens": seq.params.max_tokens,
+            "sampler": seq.sampler or greedy_sampler,
+            "logits_processors": seq.processors or None,
+            "prefill_step_size": self.prefill_step_size,
+        }
+        if self.mode == "vision":
+            from xinference.engines.mlx.vision import vision_steps
+
+            media, seq.media = seq.media, None  # the pixels are not needed after the prefill
+            return vision_steps(self.model, seq.prompt_ids, media, **options)
+        from mlx_lm.generate import generate_step
+
+        return generate_step(mx.array(seq.prompt_ids), self.model, **options)
+
+    def _single_request(self) -> None:
         seq = self._next_waiting()
         if seq is None:
             return
@@ -178,14 +205,7 @@ class Scheduler(DecodeLoop):
         self._running[0] = seq
         self.max_batch_seen = max(self.max_batch_seen, 1)
         try:
-            steps = generate_step(
-                mx.array(seq.prompt_ids),
-                self.model,
-                max_tokens=seq.params.max_tokens,
-                sampler=seq.sampler or greedy_sampler,
-                logits_processors=seq.processors or None,
-                prefill_step_size=self.prefill_step_size,
-            )
+            steps = self._steps(seq)
             for count, (token, logprobs) in enumerate(steps, start=1):
                 if seq.sink.cancelled or self._stopping:
                     break

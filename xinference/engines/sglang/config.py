@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from xinference.engines.managed.cli_args import option_args
+from xinference.engines.managed.cli_args import MediaLimits, json_args, option_args
 
 __all__ = ["SGLangConfig"]
 
@@ -40,6 +40,9 @@ class SGLangConfig(BaseModel):
     random_seed: int | None = None
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
+    limit_mm_data_per_request: MediaLimits | None = Field(
+        default=None, description='vision models: items per request, e.g. {"image": 4}; default: SGLang\'s (no limit)'
+    )
     start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
 
     def to_cli_args(
@@ -58,20 +61,24 @@ class SGLangConfig(BaseModel):
             "--tp-size",
             str(self.tp_size or max(1, gpu_count)),
         ]
-        return args + option_args(
-            self,
-            valued=(
-                "dp_size",
-                "mem_fraction_static",
-                "context_length",
-                "max_running_requests",
-                "max_total_tokens",
-                "chunked_prefill_size",
-                "quantization",
-                "random_seed",
-                "reasoning_parser",
-                "tool_call_parser",
-            ),
-            unless_auto=("dtype", "kv_cache_dtype"),
-            switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
+        return (
+            args
+            + option_args(
+                self,
+                valued=(
+                    "dp_size",
+                    "mem_fraction_static",
+                    "context_length",
+                    "max_running_requests",
+                    "max_total_tokens",
+                    "chunked_prefill_size",
+                    "quantization",
+                    "random_seed",
+                    "reasoning_parser",
+                    "tool_call_parser",
+                ),
+                unless_auto=("dtype", "kv_cache_dtype"),
+                switches=("disable_radix_cache", "disable_cuda_graph", "trust_remote_code"),
+            )
+            + json_args(self, ("limit_mm_data_per_request",))
         )

@@ -7,6 +7,9 @@ become arguments. It has no CPU build on PyPI (its wheel needs CUDA torch, flash
 GPU only. Tool calls and reasoning go through SGLang's own parsers, chosen from the model family's declared
 formats; forced tool calls are built on structured output like vLLM's. ``/v1/messages/count_tokens`` renders the
 prompt in the model process (:mod:`xinference.engines.sglang.prompt`) and counts it with the server's tokenizer.
+Images reach the server as the API left them, ``image_url`` parts holding ``data:`` URIs, which SGLang's OpenAI
+chat route reads (its template step turns each into the model's image placeholder and hands the pixels to the
+model's processor); ``limit_mm_data_per_request`` bounds how many one request may carry.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from xinference.engines.managed.engine import (
 )
 from xinference.engines.sglang.config import SGLangConfig
 from xinference.engines.sglang.prompt import ChatPrompt
+from xinference.model.images import count_images
 
 if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
@@ -52,6 +56,8 @@ TOOL_PARSERS: dict[str, str] = {
 }
 #: A family's reasoning style (see ``managed.reasoning_style``) -> SGLang's ``--reasoning-parser`` name.
 REASONING_PARSERS: dict[str, str] = {"think": "deepseek-r1", "qwen3": "qwen3", "kimi": "kimi", "harmony": "gpt-oss"}
+#: fields of a request that change what is generated, not the prompt: dropped when a chat of one token counts it
+_NOT_FOR_COUNTING = frozenset({"stream", "stream_options", "n", "logprobs", "top_logprobs", "max_tokens", "stop"})
 
 
 class SGLangEngine(ManagedServerEngine):
@@ -61,6 +67,7 @@ class SGLangEngine(ManagedServerEngine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch", "awq", "gptq", "fp8"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # image_url parts pass to SGLang's OpenAI route, its processor reads them
     config_class = SGLangConfig
     context_option: ClassVar[str | None] = "context_length"
     module, distribution, min_version = "sglang", "sglang", "0.4.0"
@@ -139,7 +146,13 @@ class SGLangEngine(ManagedServerEngine):
     async def count_tokens(self, request: dict[str, Any]) -> int:
         """The prompt tokens a chat call with ``request`` would report: rendered here as SGLang renders it
         (:mod:`xinference.engines.sglang.prompt`; its ``/tokenize`` takes text only), counted by the server's own
-        tokenizer."""
+        tokenizer. A request with images is counted by the server itself: how many tokens an image becomes is
+        decided by the model's processor inside SGLang (its size, tiles, merges), so the request is sent as a
+        chat of one token and its ``usage.prompt_tokens`` is the count (the price: a prefill on the GPU)."""
+        if count_images(request.get("messages") or ()):
+            counting = {key: value for key, value in request.items() if key not in _NOT_FOR_COUNTING}
+            reply = await self.chat({**counting, "max_tokens": 1, "temperature": 0.0})
+            return int(reply["usage"]["prompt_tokens"])
         if self._prompt is None:
             self._prompt = ChatPrompt(self.family, self.model_path, self.model_uid)
         text = await asyncio.to_thread(self._prompt.render, request)

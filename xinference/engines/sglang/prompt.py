@@ -137,9 +137,10 @@ class ChatPrompt:
             return message
         kinds = {part.get("type") for part in content if isinstance(part, dict)}
         if kinds - {"text", "input_text"}:
+            # requests with images are counted by the server (SGLangEngine.count_tokens), never rendered here
             raise UnsupportedOption(
-                "counting the tokens of images is not supported on SGLang (its processor sizes "
-                "them on the GPU server); count the text alone",
+                f"content parts of types {sorted(str(k) for k in kinds - {'text', 'input_text'})} cannot be "
+                "rendered here; only text is",
                 param=f"messages[{index}]",
             )
         if keep_parts:

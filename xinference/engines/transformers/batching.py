@@ -132,14 +132,44 @@ class Scheduler(DecodeLoop):
         self._prepare(seq)
         ids = torch.tensor([seq.prompt_ids], dtype=torch.long, device=self.device)
         cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_kwarg: cache})
+        media = self._media_inputs(seq)
+        holder = self._rope_delta_holder()
+        if holder is not None:
+            holder.rope_deltas = None  # computed afresh from this prompt's images (or none)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **media, **{self._cache_kwarg: cache})
+        delta = _rope_delta(holder)
         token = self._sample(seq, out.logits[0, -1])
         self._accept(seq, token)
         if seq.done:
             return
         mask = torch.ones((1, len(seq.prompt_ids)), dtype=torch.long, device=self.device)
-        position = torch.tensor([len(seq.prompt_ids)], dtype=torch.long, device=self.device)
+        position = torch.tensor([len(seq.prompt_ids) + delta], dtype=torch.long, device=self.device)
         self._merge(seq, cache, mask, position)  # the forward pass filled ``cache`` in place
+
+    def _media_inputs(self, seq: Sequence) -> dict[str, Any]:
+        """The prompt's image inputs (a processor's ``pixel_values``, ``image_grid_thw``, ...) on the model's
+        device, floating ones in the model's dtype; taken off the sequence, which no longer needs them."""
+        import torch
+
+        media, seq.media = seq.media, None
+        if not media:
+            return {}
+        dtype = self.model.dtype
+        moved: dict[str, Any] = {}
+        for key, value in media.items():
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device, dtype=dtype) if value.is_floating_point() else value.to(self.device)
+            moved[key] = value
+        return moved
+
+    def _rope_delta_holder(self) -> Any:
+        """The module that keeps multimodal rotary positions' offset (``rope_deltas``: Qwen2-VL and its kin),
+        or None. Such a model places a prompt's text after an image at positions shifted from the token count;
+        the decode step passes every row's position itself, so each row carries its own shift."""
+        for module in (self.model, getattr(self.model, "model", None)):
+            if module is not None and hasattr(module, "rope_deltas"):
+                return module
+        return None
 
     def _prepare(self, seq: Sequence) -> None:
         import torch
@@ -151,7 +181,7 @@ class Scheduler(DecodeLoop):
                 seq.generator.manual_seed(params.seed)
             else:
                 seq.generator.seed()
-        vocab = self.model.config.vocab_size
+        vocab = self.model.config.get_text_config().vocab_size
         if params.presence_penalty or params.frequency_penalty:
             seq.counts = torch.zeros(vocab, dtype=torch.float32, device=self.device)
         if params.repetition_penalty != 1.0:
@@ -312,6 +342,14 @@ class Scheduler(DecodeLoop):
         if seq.seen is not None:
             seq.seen[token] = True
         self._after_token(seq, grammar_done=grammar_done)
+
+
+def _rope_delta(holder: Any) -> int:
+    """The shift a prefill left in ``holder.rope_deltas`` (one row), 0 when there is none."""
+    deltas = getattr(holder, "rope_deltas", None) if holder is not None else None
+    if deltas is None:
+        return 0
+    return int(deltas.reshape(-1)[0])
 
 
 def _left_pad(tensor: Any, width: int, dim: int = 2) -> Any:

@@ -34,6 +34,9 @@ class TransformersConfig(BaseModel):
     n_threads: int | None = Field(default=None, ge=1, le=1024, description="torch CPU threads")
     device: str | None = Field(default=None, description="torch device (default: cuda when available, else cpu)")
     trust_remote_code: bool = False
+    max_images_per_prompt: int = Field(
+        default=16, ge=0, le=1024, description="images one chat request may carry (vision models)"
+    )
 
     def resolve(self, *, cpu_count: int, gpu: bool, context_length: int | None) -> ResolvedTransformersConfig:
         return ResolvedTransformersConfig(

@@ -6,6 +6,13 @@ The model lives on the scheduler thread of :mod:`.batching`, which decodes every
 engine's are); validation, sequences, responses and chunks (streamed through a
 :class:`ChunkStream` without ever waiting on the consumer) are
 :class:`~xinference.engines.continuous.adapter.BatchingEngine`'s, shared with the MLX engine.
+
+A family with the ``vision`` ability is loaded as an image-text-to-text model (``AutoModelForImageTextToText``)
+with its ``AutoProcessor``. A chat request with images has them decoded (:func:`xinference.model.images.load_images`)
+and the rendered prompt and the images run through the processor on a worker thread: the processor expands each
+image placeholder the template wrote into the image's tokens, so the prompt's ids (and ``usage.prompt_tokens``)
+count them, and its pixel inputs travel with the request's sequences to their prefill in the same continuous
+batch as text requests; decoding is text.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from xinference.engines.envs.libcheck import check_library
 from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
 from xinference.errors import InvalidRequest, LaunchFailed
+from xinference.model.images import image_parts, load_images
 from xinference.model.parsers.postprocess import BARE_JSON_CALLS, ChatOutputParser
 from xinference.model.parsers.tool_calls import ToolCallFormat
 from xinference.model.parsers.tool_prompt import history_for_template, template_renders_tools, with_tools
@@ -58,10 +66,12 @@ class TransformersEngine(BatchingEngine):
     model_types: ClassVar[frozenset[str]] = frozenset({"LLM"})
     model_formats: ClassVar[frozenset[str]] = frozenset({"pytorch"})
     continuous_batching: ClassVar[bool] = True
+    reads_images: ClassVar[bool] = True  # vision families load with AutoProcessor + AutoModelForImageTextToText
     config_class = TransformersConfig
     context_option: ClassVar[str | None] = "max_model_len"
 
     resolved: ResolvedTransformersConfig
+    _processor: Any = None
 
     @classmethod
     def check_lib(cls) -> Verdict:
@@ -93,19 +103,31 @@ class TransformersEngine(BatchingEngine):
         )
         await self._start_loop(scheduler)
         self._stop_token_ids = self._collect_stop_ids(scheduler.model, scheduler.tokenizer)
-        self._vocab_size = int(scheduler.model.config.vocab_size)
+        self._vocab_size = int(scheduler.model.config.get_text_config().vocab_size)
         self._scheduler = scheduler
+
+    @property
+    def vision(self) -> bool:
+        """Whether the family can see: loaded with its processor as an image-text-to-text model."""
+        return "vision" in self.family.model_ability
 
     def _load_model(self) -> tuple[Any, Any]:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
         cfg = self.resolved
         torch.set_num_threads(cfg.n_threads)
         dtype: Any = cfg.dtype if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
         common = {"local_files_only": True, "trust_remote_code": cfg.trust_remote_code}
-        tokenizer = AutoTokenizer.from_pretrained(self.model_path, **common)
-        model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **common)
+        model: Any
+        if self.vision:
+            processor = _load_processor(self.model_path, common)
+            tokenizer = processor.tokenizer
+            model = AutoModelForImageTextToText.from_pretrained(self.model_path, dtype=dtype, **common)
+            self._processor = processor
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path, **common)
+            model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **common)
         model = model.to(cfg.device)
         model.eval()
         return model, tokenizer
@@ -174,6 +196,34 @@ class TransformersEngine(BatchingEngine):
         # a template that cannot render tools had them described with that very call shape (tool_prompt.py)
         return None if self._renders_tools() else BARE_JSON_CALLS
 
+    async def _encode_media(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None, Any]:
+        if kind == "chat" and self.vision and any(True for _ in image_parts(request.get("messages") or [])):
+            return await asyncio.to_thread(self._encode_images, request)
+        return await super()._encode_media(kind, request)
+
+    def _encode_images(self, request: dict[str, Any]) -> tuple[list[int], str, dict[str, Any]]:
+        """(ids with every image's tokens, the rendered prompt, the processor's image inputs) of a chat request
+        with images; on a worker thread (image decoding and the processor are CPU work)."""
+        parts = list(image_parts(request["messages"]))
+        limit = self.resolved.max_images_per_prompt
+        if len(parts) > limit:
+            raise InvalidRequest(
+                f"this request carries {len(parts)} images; model {self.model_uid!r} takes at most {limit} per "
+                "request (launch option max_images_per_prompt)",
+                param=parts[limit].param,
+            )
+        images = load_images(request["messages"])
+        text = self._render(request)
+        try:
+            inputs = self._processor(text=[text], images=images, add_special_tokens=False, return_tensors="pt")
+        except ValueError as exc:  # the template did not place one image token per image
+            raise InvalidRequest(
+                f"model {self.model_uid!r} could not place the images in its prompt: {exc}", param="messages"
+            ) from exc
+        ids: list[int] = inputs.pop("input_ids")[0].tolist()
+        inputs.pop("attention_mask", None)  # one unpadded prompt: the prefill attends to all of it
+        return ids, text, dict(inputs)
+
     def _encode(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None]:
         if kind != "chat":
             return self._prompt_ids(kind, request), None
@@ -194,6 +244,29 @@ class TransformersEngine(BatchingEngine):
         return seq
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
-        """The prompt a chat call would build from ``request`` (same template, same tokenizer), counted."""
+        """The prompt a chat call would build from ``request`` (same template, same tokenizer, the same image
+        tokens), counted."""
         self._ready()
+        if self.vision and any(True for _ in image_parts(request.get("messages") or [])):
+            ids, _, _ = await self._encode_media("chat", request)
+            return len(ids)
         return len(await asyncio.to_thread(self._prompt_ids, "chat", request))
+
+
+def _load_processor(path: Any, common: dict[str, Any]) -> Any:
+    """The model's ``AutoProcessor``; a folder whose processor cannot load (no processor files, or one that needs
+    a library missing here) fails the launch with the reason, as the model could not see without it."""
+    from transformers import AutoProcessor
+
+    try:
+        processor = AutoProcessor.from_pretrained(path, **common)  # type: ignore[no-untyped-call]
+    except ImportError as exc:  # e.g. Qwen2-VL's video processor needs torchvision
+        raise LaunchFailed(f"the model's processor needs a library that is not installed: {exc}") from exc
+    except (OSError, ValueError) as exc:  # no preprocessor_config.json, or one Transformers cannot read
+        raise LaunchFailed(f"a vision model needs its processor files beside the weights: {exc}") from exc
+    if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
+        raise LaunchFailed(
+            f"a vision model needs an image processor and a tokenizer in its folder; AutoProcessor found only "
+            f"{type(processor).__name__}"
+        )
+    return processor

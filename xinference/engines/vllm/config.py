@@ -9,17 +9,18 @@ extra launch kwargs (``--max_model_len 8192``); unknown names are a 400.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from xinference.engines.managed.cli_args import option_args
+from xinference.engines.managed.cli_args import flag, option_args
 from xinference.model.draft import DraftAttachment
 
 __all__ = [
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DRAFT_TOKENS",
+    "MAX_ITEMS_PER_PROMPT",
     "RUNNER_SINCE",
     "ResolvedVLLMConfig",
     "VLLMConfig",
@@ -53,6 +54,12 @@ def pooling_args(model_type: str, version: tuple[int, ...] | None) -> list[str]:
 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
+#: The input kinds vLLM counts per prompt (its ``--limit-mm-per-prompt`` keys)
+Modality = Literal["image", "video", "audio"]
+#: Most items of one kind in one prompt a launch may allow (vLLM's own default is 999; each allowed item sizes the
+#: encoder's cache and the memory profile vLLM runs at start)
+MAX_ITEMS_PER_PROMPT = 64
+ItemCount = Annotated[int, Field(strict=True, ge=0, le=MAX_ITEMS_PER_PROMPT)]
 
 
 class VLLMConfig(BaseModel):
@@ -97,10 +104,32 @@ class VLLMConfig(BaseModel):
         description='vLLM\'s speculative decoding, e.g. {"method": "ngram", "num_speculative_tokens":'
         ' 3, "prompt_lookup_max": 4} or {"model": "<draft>", "num_speculative_tokens": 3}',
     )
+    # vision-language models
+    limit_mm_per_prompt: dict[Modality, ItemCount] | None = Field(
+        default=None,
+        description='most images (videos, audio clips) one prompt may carry, e.g. {"image": 4}; 0 turns that input '
+        "off; default: vLLM's",
+    )
+    mm_processor_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description="options of the model's multimodal processor, e.g. Qwen2.5-VL's "
+        '{"max_pixels": 1003520} (fewer image tokens per picture)',
+    )
     start_timeout_s: float = Field(default=900.0, gt=0, description="how long the launch waits for the server")
     #: a draft model for speculative decoding; set by the platform from ``enable_mtp`` / ``draft_model_path``
     #: (never by hand). An explicit ``speculative_config`` wins over it.
     draft: SkipJsonSchema[DraftAttachment | None] = None
+
+    @field_validator("limit_mm_per_prompt", "mm_processor_kwargs", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """A JSON object given as text, as the CLI passes it (``--limit_mm_per_prompt '{"image": 2}'``)."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f'expected a JSON object, e.g. {{"image": 2}}: {exc}') from exc
+        return value
 
     @field_validator("speculative_config")
     @classmethod
@@ -177,6 +206,10 @@ class VLLMConfig(BaseModel):
             speculative = {"model": self.draft.path, "num_speculative_tokens": DRAFT_TOKENS}
         if speculative is not None:
             args += ["--speculative-config", json.dumps(speculative, separators=(",", ":"))]
+        for name in ("limit_mm_per_prompt", "mm_processor_kwargs"):
+            value = getattr(self, name)
+            if value is not None:
+                args += [flag(name), json.dumps(value, separators=(",", ":"), sort_keys=True)]
         return args
 
     def gpu_count(self) -> int:

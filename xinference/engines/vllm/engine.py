@@ -29,6 +29,7 @@ from xinference.engines.managed.engine import (
     tool_format_name,
     visible_gpu_count,
 )
+from xinference.engines.managed.vision import openai_image_messages
 from xinference.engines.memory import GIB, MemoryEstimate, kv_bytes_per_token, size_in_billions
 from xinference.engines.vllm import cpu_memory
 from xinference.engines.vllm.config import (
@@ -90,6 +91,7 @@ class VLLMEngine(ManagedServerEngine):
     continuous_batching: ClassVar[bool] = True
     config_class = VLLMConfig
     context_option: ClassVar[str | None] = "max_model_len"
+    reads_images: ClassVar[bool] = True  # image_url parts pass to vLLM's OpenAI route, its processor reads them
     module, distribution, min_version = "vllm", "vllm", "0.6.0"
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "vllm:num_requests_running",
@@ -351,8 +353,11 @@ class VLLMEngine(ManagedServerEngine):
         return env
 
     async def count_tokens(self, request: dict[str, Any]) -> int:
-        """The prompt's tokens as vLLM renders and tokenizes it (its ``/tokenize`` route, chat form)."""
+        """The prompt's tokens as vLLM renders and tokenizes it (its ``/tokenize`` route, chat form; an image's
+        tokens included, as its processor expands them)."""
         body = {key: request[key] for key in ("messages", "tools") if request.get(key)}
+        if "messages" in body:
+            body["messages"] = openai_image_messages(body["messages"])  # vLLM counts each image's tokens too
         kwargs = server_template_kwargs(request)  # enable_thinking changes the prompt (Qwen3's empty think block)
         if kwargs:
             body["chat_template_kwargs"] = kwargs

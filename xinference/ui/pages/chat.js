@@ -1,6 +1,6 @@
 // Chat playground: streamed with fetch + ReadableStream (Stop aborts the request; the server then frees the slot),
 // system prompt and sampling settings, markdown answers, reasoning shown apart, usage and time to first token,
-// regenerate, and the same request as code.
+// regenerate, and the same request as code. Images (vision models) are chat_images.js's.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api, request } from "../lib/api.js";
@@ -8,6 +8,9 @@ import { CopyButton, ErrorBox, ModelPicker } from "../lib/components.js";
 import { readJsonStream } from "../lib/sse.js";
 import { renderMarkdown } from "../lib/markdown.js";
 import { chatSnippets } from "../lib/snippets.js";
+import { AttachButton, Thumbnails, canSee, imageDropHandlers, mergeImages, messageContent, readImages }
+  from "./chat_images.js";
+import { McpCalls, McpSwitch, takeMcpCall, withMcp } from "../lib/mcp_chat.js";
 
 const isChat = (m) => (m.model_ability || []).includes("chat") && (m.status === "ready" || m.status === "degraded");
 
@@ -38,13 +41,16 @@ function Settings({ settings, setSettings }) {
 
 function Message({ message }) {
   if (message.role === "user") {
-    return html`<div class="msg user" data-role="user"><div class="bubble">${message.content}</div></div>`;
+    return html`<div class="msg user" data-role="user">
+      <${Thumbnails} images=${message.images} testid="message-images" />
+      ${message.content && html`<div class="bubble">${message.content}</div>`}</div>`;
   }
   const stats = message.stats || {};
   return html`
     <div class="msg assistant" data-role="assistant" data-chunks=${stats.chunks || 0} data-done=${message.done ? "1" : "0"}>
       ${message.reasoning && html`<details class="reasoning" open=${!message.content}>
         <summary>Reasoning</summary><div class="reasoning-text">${message.reasoning}</div></details>`}
+      <${McpCalls} calls=${message.mcpCalls} />
       <div class="bubble markdown" data-testid="answer"
         dangerouslySetInnerHTML=${{ __html: renderMarkdown(message.content) }}></div>
       ${message.error && html`<${ErrorBox} error=${message.error} />`}
@@ -77,9 +83,12 @@ export function ChatPage({ arg }) {
     stop: "", seed: "" });
   const [messages, setMessages] = useState([]);
   const [input, setInput] = useState("");
+  const [images, setImagesState] = useState([]);
+  const imagesRef = useRef([]);  // the attachments now, for reads that finish after another attach
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const [showCode, setShowCode] = useState(false);
+  const [mcpOn, setMcpOn] = useState(false);
   const abortRef = useRef(null);
   const endRef = useRef(null);
 
@@ -100,7 +109,7 @@ export function ChatPage({ arg }) {
   const buildBody = (history) => {
     const body = { model: uid, messages: [], stream: true, stream_options: { include_usage: true } };
     if (settings.system.trim()) body.messages.push({ role: "system", content: settings.system });
-    for (const m of history) body.messages.push({ role: m.role, content: m.content });
+    for (const m of history) body.messages.push({ role: m.role, content: messageContent(m.content, m.images) });
     const number = (text, parse) => (text === "" || text === undefined ? undefined : parse(text));
     const fields = {
       temperature: number(settings.temperature, parseFloat),
@@ -111,7 +120,7 @@ export function ChatPage({ arg }) {
     for (const [k, v] of Object.entries(fields)) if (v !== undefined && !Number.isNaN(v)) body[k] = v;
     const stops = settings.stop.split("\n").filter((s) => s !== "");
     if (stops.length) body.stop = stops;
-    return body;
+    return withMcp(body, mcpOn);
   };
 
   const send = async (history) => {
@@ -119,7 +128,8 @@ export function ChatPage({ arg }) {
     const controller = new AbortController();
     abortRef.current = controller;
     const reply = { role: "assistant", content: "", reasoning: "", stats: { chunks: 0 }, done: false };
-    const update = () => setMessages([...history, { ...reply, stats: { ...reply.stats } }]);
+    const update = () => setMessages([...history, { ...reply, stats: { ...reply.stats },
+      mcpCalls: reply.mcpCalls && [...reply.mcpCalls] }]);
     update();
     setBusy(true);
     setError(null);
@@ -128,6 +138,7 @@ export function ChatPage({ arg }) {
       const response = await request("/v1/chat/completions", { method: "POST", body, signal: controller.signal });
       await readJsonStream(response, (chunk) => {
         reply.stats.chunks += 1;
+        if (chunk.mcp_call) takeMcpCall(reply, chunk.mcp_call);
         if (chunk.usage) reply.stats.usage = chunk.usage;
         const choice = chunk.choices && chunk.choices[0];
         if (choice) {
@@ -152,11 +163,24 @@ export function ChatPage({ arg }) {
     }
   };
 
+  const vision = canSee((models || []).find((m) => m.model_uid === uid));
+  const attached = vision ? images : [];
+  const setImages = (next) => {
+    imagesRef.current = next;
+    setImagesState(next);
+  };
+  const attach = async (files) => {
+    const read = await readImages(files);
+    const merged = mergeImages(imagesRef.current, read);  // read after the files: others may have joined
+    setImages(merged.images);
+    setError(merged.error);
+  };
   const submit = (event) => {
     event.preventDefault();
-    if (!input.trim() || busy || !uid) return;
-    const history = [...messages.filter((m) => !m.error), { role: "user", content: input }];
+    if ((!input.trim() && !attached.length) || busy || !uid) return;
+    const history = [...messages.filter((m) => !m.error), { role: "user", content: input, images: attached }];
     setInput("");
+    setImages([]);
     send(history);
   };
   const stop = () => abortRef.current && abortRef.current.abort();
@@ -171,6 +195,7 @@ export function ChatPage({ arg }) {
         <h1>Chat</h1>
         <${ModelPicker} models=${models} value=${uid} onChange=${(v) => { setUid(v); location.hash = "#/chat/" + encodeURIComponent(v); }}
           accept=${isChat} />
+        <${McpSwitch} enabled=${mcpOn} setEnabled=${setMcpOn} />
         <button class="ghost" onClick=${() => setShowCode(!showCode)} data-testid="view-code">
           ${showCode ? "Hide code" : "View code"}</button>
         <button class="ghost" onClick=${() => setMessages([])} disabled=${busy}>Clear</button>
@@ -181,21 +206,25 @@ export function ChatPage({ arg }) {
       <div class="chat-layout">
         <div class="chat-main">
           ${showCode && html`<${CodePanel} body=${buildBody([...messages.filter((m) => !m.error),
-            ...(input ? [{ role: "user", content: input }] : [])])} />`}
+            ...(input || attached.length ? [{ role: "user", content: input, images: attached }] : [])])} />`}
           <div class="messages" data-testid="messages">
             ${messages.length === 0 && html`<p class="muted chat-hint">Answers stream in as the model writes them;
               Stop ends one early. Settings apply to the next message.</p>`}
             ${messages.map((m, i) => html`<${Message} key=${i} message=${m} />`)}
             <div ref=${endRef}></div>
           </div>
-          <form class="composer" onSubmit=${submit}>
+          <form class="composer" onSubmit=${submit} ...${imageDropHandlers(vision, attach)}>
+            <${Thumbnails} images=${attached} testid="attached-images"
+              onRemove=${(i) => setImages(images.filter((_, j) => j !== i))} />
             <textarea rows="3" placeholder=${uid ? `Message ${uid} (Enter to send, Shift+Enter for a new line)` : "Choose a model"}
               value=${input} onInput=${(e) => setInput(e.target.value)} data-testid="chat-input" aria-label="Message"
               onKeyDown=${(e) => { if (e.key === "Enter" && !e.shiftKey) submit(e); }}></textarea>
             <div class="actions">
+              ${vision && html`<${AttachButton} onFiles=${attach} disabled=${busy} />`}
               ${busy ? html`<button type="button" class="danger" onClick=${stop} data-testid="stop">Stop</button>`
                 : html`<button type="button" onClick=${regenerate} disabled=${!messages.length}>Regenerate</button>
-                  <button class="primary" disabled=${!uid || !input.trim()} data-testid="send">Send</button>`}
+                  <button class="primary" disabled=${!uid || (!input.trim() && !attached.length)}
+                    data-testid="send">Send</button>`}
             </div>
           </form>
         </div>

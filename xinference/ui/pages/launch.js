@@ -6,7 +6,7 @@ import { api } from "../lib/api.js";
 import { ErrorBox } from "../lib/components.js";
 import { LaunchDialog } from "./launch_dialog.js";
 
-const MODEL_TYPES = ["LLM", "embedding", "rerank", "audio"];
+const MODEL_TYPES = ["LLM", "embedding", "rerank", "audio", "image"];
 
 async function loadCatalog() {
   const lists = await Promise.all(

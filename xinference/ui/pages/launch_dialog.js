@@ -157,6 +157,8 @@ export function LaunchProgress({ uid }) {
           && html`<a class="button primary" href=${"#/chat/" + encodeURIComponent(uid)}>Chat with it</a>`}
         ${status === "ready" && model.model_type === "audio"
           && html`<a class="button primary" href=${"#/audio/" + encodeURIComponent(uid)}>Try it</a>`}
+        ${status === "ready" && model.model_type === "image"
+          && html`<a class="button primary" href=${"#/images/" + encodeURIComponent(uid)}>Try it</a>`}
         <a class="button" href="#/running">Running models</a>
       </div>
     </div>`;

@@ -21,6 +21,7 @@ function tryLink(model) {
   if (abilities.includes("chat")) return ["Chat", "#/chat/"];
   if (model.model_type === "embedding" || model.model_type === "rerank") return ["Try", "#/try/"];
   if (model.model_type === "audio") return ["Try", "#/audio/"];
+  if (model.model_type === "image") return ["Draw", "#/images/"];
   return null;
 }
 

@@ -7,6 +7,7 @@ options (``n_ctx=4096``) and are validated by the engine's own config.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -41,6 +42,7 @@ _NOT_YET: dict[str, str] = {
     "envs": "per-model environment variables are not supported yet",
 }
 _NEUTRAL: tuple[Any, ...] = (None, False, [], {}, "")
+_MCP_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class LaunchModelRequest(OpenAIRequest):
@@ -90,6 +92,22 @@ class LaunchModelRequest(OpenAIRequest):
         description="seconds a request may wait for a slot",
     )
     autostart: bool = Field(default=False, strict=True, description="launch again when the server restarts")
+    # -- MCP (doc/mcp.md): the servers whose tools chat requests without tools of their own get
+    mcp_servers: list[str] | Literal["*"] | None = Field(
+        default=None, description='configured MCP server names, or "*" for all of them'
+    )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_servers(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, list):
+            if len(value) > 64:
+                raise refuse("at most 64 MCP servers")
+            for name in value:
+                if not _MCP_NAME.match(name):
+                    raise refuse(f"invalid MCP server name {name[:80]!r}: use 1-64 letters, digits, '_' or '-'")
+            return value or None
+        return value
 
     @field_validator("model_path")
     @classmethod

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import builtins
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from xinference.api.admin.models.protocol import AddReplicasRequest, LaunchModelRequest
 from xinference.api.gateway.routes import RouteTable
 from xinference.core.refs import SupervisorRef
 from xinference.engines.memory import CONTEXT_OPTIONS
-from xinference.errors import InvalidRequest
+from xinference.errors import InvalidRequest, McpServerNotFound
 
 __all__ = ["ModelsService", "instance_entry", "model_entry"]
 
@@ -36,13 +36,24 @@ logger = logging.getLogger(__name__)
 class ModelsService:
     """Control-plane operations; each one is a call to the supervisor plus a route-cache update."""
 
-    def __init__(self, supervisor: SupervisorRef, routes: RouteTable) -> None:
+    def __init__(
+        self, supervisor: SupervisorRef, routes: RouteTable, mcp_servers: Callable[[], list[str]] | None = None
+    ) -> None:
         self._supervisor = supervisor
         self._routes = routes
+        #: the names of the MCP servers this API process runs (a launch's ``mcp_servers`` must name them)
+        self._mcp_servers = mcp_servers
 
     async def launch(self, body: LaunchModelRequest, wait_ready: bool = True) -> dict[str, Any]:
         """Launch; with ``wait_ready=False`` the decisions (and their 4xx) still happen now, and the call returns
         as soon as the model is reserved: follow it with ``/progress`` and ``/events``."""
+        if isinstance(body.mcp_servers, list) and self._mcp_servers is not None:
+            known = self._mcp_servers()
+            for name in body.mcp_servers:
+                if name not in known:
+                    raise McpServerNotFound(
+                        f"no MCP server named {name!r} (configured: {', '.join(known) or 'none'})", param="mcp_servers"
+                    )
         info: dict[str, Any] = await self._supervisor.launch_model(body.to_launch(), wait_ready)
         self._routes.invalidate()
         return {"model_uid": info["model_uid"], "model_engine": info["model_engine"], "status": info["status"]}

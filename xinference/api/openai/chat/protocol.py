@@ -6,6 +6,7 @@ Each request converts itself into the engine's plain-dict parameters with ``to_e
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -15,6 +16,7 @@ from xinference.errors import InvalidRequest, UnsupportedOption
 
 __all__ = [
     "ChatCompletion",
+    "McpCall",
     "ChatCompletionRequest",
     "ChatMessage",
     "Completion",
@@ -22,6 +24,9 @@ __all__ = [
     "StreamOptions",
     "Usage",
 ]
+
+
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class StreamOptions(BaseModel):
@@ -150,6 +155,21 @@ class ChatCompletionRequest(_SamplingRequest):
     chat_template_kwargs: dict[str, Any] | None = None
     #: reasoning models: think first (default) or answer at once; also read from ``chat_template_kwargs``
     enable_thinking: bool | None = None
+    #: MCP (doc/mcp.md): configured servers whose tools the model may call, run by the platform ("*": all of them)
+    mcp_servers: Union[list[str], Literal["*"], None] = Field(default=None, description='server names, or "*"')
+    #: MCP: rounds of tool calls the platform runs before the model must answer (default 8)
+    max_tool_rounds: int | None = Field(default=None, ge=1, le=64)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_servers(cls, value: Union[list[str], str, None]) -> Union[list[str], str, None]:
+        if isinstance(value, list):
+            if len(value) > 64:
+                raise ValueError("at most 64 MCP servers")
+            for name in value:
+                if not _SERVER_NAME.match(name):
+                    raise ValueError(f"invalid MCP server name {name[:80]!r}: use 1-64 letters, digits, '_' or '-'")
+        return value
 
     def to_engine_params(self) -> dict[str, Any]:
         self._refuse_other_outputs()
@@ -313,6 +333,18 @@ class ChatChoice(ResponseBody):
     finish_reason: str | None = Field(description="stop, length or tool_calls")
 
 
+class McpCall(ResponseBody):
+    """One MCP tool call the platform ran for the model (extension; in a stream, the ``mcp_call`` of a chunk)."""
+
+    id: str
+    server: str | None = Field(description="the MCP server; null for a call to a tool nobody offered")
+    name: str
+    arguments: str = Field(description="the arguments as a JSON string, as the model wrote them")
+    output: str | None = None
+    error: str | None = None
+    status: Literal["in_progress", "completed", "failed"]
+
+
 class ChatCompletion(ResponseBody):
     """The body of a non-streamed ``POST /v1/chat/completions``."""
 
@@ -322,6 +354,8 @@ class ChatCompletion(ResponseBody):
     model: str
     choices: list[ChatChoice]
     usage: Usage | None = None
+    # -- extension: the MCP tool calls the platform ran (requests with mcp_servers, or a model launched with them)
+    mcp_calls: list[McpCall] | None = None
 
 
 class CompletionChoice(ResponseBody):

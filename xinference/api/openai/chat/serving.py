@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
+from collections.abc import Sequence
 from typing import Any, AsyncIterator, Literal, Union
 
 from xinference import settings
@@ -23,10 +24,15 @@ from xinference.api.gateway.keep_alive import note_keep_alive
 from xinference.api.gateway.pump import ReplicaPump
 from xinference.api.gateway.requests import RunningRequests
 from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
+from xinference.api.images import inline_images
+from xinference.api.mcp.loop import ToolSet
+from xinference.api.mcp.manager import McpHub
 from xinference.api.metrics import observe_batch, with_usage
+from xinference.api.openai.chat.mcp_tools import complete_with_tools, request_tools, stream_with_tools
 from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
 from xinference.api.sse import DONE_FRAME, encode_frames
 from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
+from xinference.model.images import image_parts
 
 __all__ = ["GenerationService"]
 
@@ -39,8 +45,10 @@ _NEEDS = {"chat": "chat", "completions": "generate"}
 class GenerationService:
     """Runs chat and text completions against the model actors found through the route table."""
 
-    def __init__(self, routes: RouteTable, requests: RunningRequests | None = None) -> None:
+    def __init__(self, routes: RouteTable, requests: RunningRequests | None = None, mcp: McpHub | None = None) -> None:
         self._routes = routes
+        #: the MCP servers chat requests may name (``mcp_servers``); None where the app runs none
+        self.mcp = mcp
         #: requests sent with a ``request_id``, which ``abort_request`` stops
         self.requests = requests if requests is not None else RunningRequests()
         self._background: set[asyncio.Task[Any]] = set()
@@ -52,17 +60,34 @@ class GenerationService:
     ) -> dict[str, Any] | AsyncIterator[bytes]:
         """A full response dict, or an async iterator of SSE bytes when ``body.stream`` is set."""
         params = body.to_engine_params()
+        if kind == "chat":
+            await self.prepare_images(body.model, params["messages"])
         # Registered before any work starts: an id aborted a moment ago is refused here.
         entry = self.requests.start(body.model, body.request_id) if body.request_id is not None else None
         try:
-            if not body.stream:
+            tools = await self._mcp_tools(body, params) if isinstance(body, ChatCompletionRequest) else None
+            if tools is not None and isinstance(body, ChatCompletionRequest):
+                if not body.stream:
+                    return await self.requests.run(entry, complete_with_tools(self, body, params, tools))
+                batches = await stream_with_tools(self, body, params, tools)
+            elif not body.stream:
                 return await self.requests.run(entry, self.complete(kind, body.model, params, body.keep_alive))
-            batches = await self.open(kind, body.model, params, body.keep_alive)
+            else:
+                batches = await self.open(kind, body.model, params, body.keep_alive)
         except BaseException:
             if entry is not None:
                 self.requests.finish(entry)
             raise
         return self._relay(body.model, self.requests.stream(entry, batches))
+
+    async def _mcp_tools(self, body: ChatCompletionRequest, params: dict[str, Any]) -> ToolSet | None:
+        """The MCP tools this chat request offers its model (see ``mcp_tools.py``), or None."""
+        if body.mcp_servers is None and (self.mcp is None or not self.mcp.names() or params.get("tools")):
+            return None  # the common case: no route lookup
+        launch_servers = None
+        if body.mcp_servers is None:
+            launch_servers = (await self.route(body.model, "chat")).limits.get("mcp_servers")
+        return await request_tools(self.mcp, body, params, launch_servers)
 
     async def route(self, model: str, kind: Kind) -> Route:
         """The route of ``model``, checked to serve ``kind`` (404 / 400 otherwise)."""
@@ -70,18 +95,25 @@ class GenerationService:
         self._check_ability(route, kind)
         return route
 
-    async def check_images(self, model: str, image_param: str | None) -> None:
-        """Refuse (400, naming the block at ``image_param``) images sent to a model without the vision ability;
-        shared by the APIs whose requests can carry images (Messages, Responses)."""
-        if image_param is None:
+    async def prepare_images(
+        self, model: str, messages: list[dict[str, Any]], names: Sequence[str] | None = None
+    ) -> None:
+        """Make the images of ``messages`` ready for the engine (:func:`~xinference.api.images.inline_images`: each
+        checked, each URL fetched and replaced by a ``data:`` URI, in place), after refusing images to a model
+        without the vision ability. ``names`` are the client's own paths of the images a translated API (Messages,
+        Responses) added, for its errors; shared by every API whose requests can carry images."""
+        parts = list(image_parts(messages))
+        if not parts:
             return
+        first = names[0] if names else parts[0].param
         route = await self.route(model, "chat")
         if "vision" not in route.model_ability:
             raise InvalidRequest(
                 f"model {model!r} cannot read images (its abilities are {', '.join(route.model_ability)}); send "
                 "text only, or use a model with the vision ability",
-                param=image_param,
+                param=first,
             )
+        await inline_images(messages, names)
 
     async def complete(self, kind: Kind, model: str, params: dict[str, Any], keep_alive: Any = None) -> dict[str, Any]:
         """One whole response for engine ``params``; other APIs (Messages, Responses) translate to and from this.

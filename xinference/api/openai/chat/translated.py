@@ -1,8 +1,9 @@
 """What the APIs served by translation to chat completions share: the Anthropic Messages API and OpenAI Responses.
 
-Both turn their request into chat parameters, check images against the model's vision ability, and either await a
-whole chat result or open a chat stream (:func:`open_chat`); a stream's chat chunks then pass through a translator
-(:class:`Translator`: ``MessageStream``, ``ResponseStream``) into named SSE events (:func:`relay_events`). The two
+Both turn their request into chat parameters, check and inline their images (refused to a model without the vision
+ability), and either await a whole chat result or open a chat stream (:func:`open_chat`); a stream's chat chunks
+then pass through a translator (:class:`Translator`: ``MessageStream``, ``ResponseStream``) into named SSE events
+(:func:`relay_events`). The two
 APIs differ only in their translators, in what they do with a finished answer (Responses stores it) and in how a
 failure after the first byte is framed; those are the arguments here.
 """
@@ -78,16 +79,17 @@ class _Chat(Protocol):
     """A request translated to chat (``ChatTranslation``, ``ResponsesTranslation``)."""
 
     params: dict[str, Any]
-    image_param: str | None
+    image_params: list[str]
 
 
 async def open_chat(
     generation: GenerationService, model: str, chat: _Chat, stream: bool, keep_alive: Any = None
 ) -> Union[dict[str, Any], ChatBatches]:
     """The whole chat result, or the opened chat stream when ``stream``; refusals (images to a model without
-    vision, unknown model, a bad ``keep_alive``, the engine's own 4xx) are raised here, before any byte is sent.
+    vision, a bad image, unknown model, a bad ``keep_alive``, the engine's own 4xx) are raised here, before any byte
+    is sent. Image URLs are fetched and inlined first (``GenerationService.prepare_images``).
     ``keep_alive`` is the request's own, as on chat completions."""
-    await generation.check_images(model, chat.image_param)
+    await generation.prepare_images(model, chat.params["messages"], chat.image_params)
     if not stream:
         return await generation.complete("chat", model, chat.params, keep_alive)
     return await generation.open("chat", model, chat.params, keep_alive)

@@ -27,6 +27,8 @@ class StoredResponse:
     size: int
     #: The request's own input items, with ids (``GET /v1/responses/{id}/input_items``).
     input_items: list[dict[str, Any]] = field(default_factory=list)
+    #: The MCP servers whose tools the conversation listed (an ``mcp_list_tools`` item): not listed again.
+    mcp_listed: frozenset[str] = frozenset()
 
 
 class ResponseStore:
@@ -51,14 +53,20 @@ class ResponseStore:
         return len(self._entries)
 
     def put(
-        self, response: dict[str, Any], messages: list[dict[str, Any]], input_items: list[dict[str, Any]] | None = None
+        self,
+        response: dict[str, Any],
+        messages: list[dict[str, Any]],
+        input_items: list[dict[str, Any]] | None = None,
+        mcp_listed: frozenset[str] = frozenset(),
     ) -> None:
         items = input_items or []
         size = sum(len(json.dumps(part, default=str)) for part in (response, messages, items))
         self.delete(response["id"])
         if size > self.max_bytes:
             return  # larger than the whole store: keeping it would evict everything else
-        self._entries[response["id"]] = StoredResponse(response, messages, self._clock() + self.ttl, size, items)
+        self._entries[response["id"]] = StoredResponse(
+            response, messages, self._clock() + self.ttl, size, items, mcp_listed
+        )
         self._bytes += size
         self._expire()
         while self._entries and (len(self._entries) > self.max_items or self._bytes > self.max_bytes):

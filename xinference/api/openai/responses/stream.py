@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xinference.api.openai.chat.translated import ChunkWalker, Event
+from xinference.api.openai.responses.mcp import McpItems
 from xinference.errors import EngineError, XinferenceError
 
 __all__ = ["ResponseShape", "ResponseStream", "new_id", "output_items", "usage"]
+
+#: the chunks of an MCP run (``api/openai/chat/hosted_mcp.py``) that become MCP output items
+_MCP_KEYS = ("mcp_list_tools", "mcp_call", "mcp_approval_request")
 
 
 def new_id(prefix: str) -> str:
@@ -162,6 +166,18 @@ class ResponseStream(ChunkWalker):
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] | None = None
         self._finish = None
+        self._mcp = McpItems(self._announce, self._event)
+
+    def feed(self, chunk: dict[str, Any]) -> list[Event]:
+        if not chunk.get("choices") and any(k in chunk for k in _MCP_KEYS):
+            return self._mcp.feed(chunk, self.output, new_id)
+        return super().feed(chunk)
+
+    def _announce(self, item: dict[str, Any]) -> list[Event]:
+        """Close the item being streamed and announce ``item``, which the caller appends to the output itself."""
+        events = self._close()
+        events.append(self._event("response.output_item.added", output_index=len(self.output), item=item))
+        return events
 
     def _event(self, kind: str, /, **payload: Any) -> Event:
         event = (kind, {"type": kind, "sequence_number": self._seq, **payload})

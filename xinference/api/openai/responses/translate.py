@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from xinference.api.errors import validation_message
 from xinference.api.openai.chat.protocol import ChatCompletionRequest
 from xinference.api.openai.chat.tools import check_parameters_schema, check_tool_name, function_tool
+from xinference.api.openai.responses.mcp import ResponsesMcp, input_item, parse_mcp_tool
 from xinference.errors import InvalidRequest, UnsupportedOption
 
 if TYPE_CHECKING:
@@ -32,20 +33,28 @@ _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 @dataclass
 class ResponsesTranslation:
     """What a Responses request becomes: chat parameters; the chat messages this request adds to the conversation
-    (kept for ``previous_response_id``); where its first image is, if any (the caller checks vision)."""
+    (kept for ``previous_response_id``); where each image of this request is (``input[0].content[1]``), in the
+    order of the chat messages' image parts (the caller checks vision and names a bad image by its part)."""
 
     params: dict[str, Any]
     added: list[dict[str, Any]] = field(default_factory=list)
-    image_param: str | None = None
+    image_params: list[str] = field(default_factory=list)
+    #: the request's ``mcp`` tools and MCP input items (falsy when it has none)
+    mcp: ResponsesMcp = field(default_factory=ResponsesMcp)
+    #: with MCP tools: the system message of ``instructions`` (not part of the conversation kept), and the
+    #: ``tool_choice`` of the first turn in chat form (an MCP tool's is resolved once the tools are listed)
+    prefix: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
 
 
 class _Items:
     """Builds chat messages from input items, checking each one and the function_call pairing."""
 
-    def __init__(self, history: list[dict[str, Any]]) -> None:
+    def __init__(self, history: list[dict[str, Any]], mcp: ResponsesMcp) -> None:
         self.messages: list[dict[str, Any]] = []
-        self.image_param: str | None = None
+        self.image_params: list[str] = []
         self.call_ids = {c.get("id") for m in history for c in m.get("tool_calls") or ()}
+        self.mcp = mcp
 
     def add(self, n: int, item: object) -> None:
         at = f"input[{n}]"
@@ -60,10 +69,13 @@ class _Items:
             self._function_output(item, at)
         elif kind == "reasoning":
             self._reasoning(item, at)
+        elif kind in ("mcp_list_tools", "mcp_call", "mcp_approval_request", "mcp_approval_response"):
+            self.messages += input_item(self.mcp, self._assistant, item, at)
         elif isinstance(kind, str):
             raise UnsupportedOption(
                 f"input item type {kind[:60]!r} is not supported: send messages, function_call, "
-                "function_call_output and reasoning items",
+                "function_call_output, reasoning and MCP (mcp_list_tools, mcp_call, mcp_approval_request, "
+                "mcp_approval_response) items",
                 param=f"{at}.type",
             )
         else:
@@ -127,8 +139,11 @@ class _Items:
             raise InvalidRequest(
                 "input_image needs an image_url (http(s) or a data:image/... URL)", param=f"{at}.image_url"
             )
-        self.image_param = self.image_param or at
-        return {"type": "image_url", "image_url": {"url": url}}
+        self.image_params.append(at)
+        image: dict[str, Any] = {"url": url}
+        if part.get("detail") in ("low", "high", "auto"):
+            image["detail"] = part["detail"]
+        return {"type": "image_url", "image_url": image}
 
     def _function_call(self, item: dict[str, Any], at: str) -> None:
         call_id, arguments = item.get("call_id"), item.get("arguments")
@@ -186,13 +201,17 @@ def _refuse_unsupported(request: ResponsesRequest) -> None:
             raise UnsupportedOption(f"{name} is not supported; use previous_response_id", param=name)
 
 
-def _chat_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]] | None, Any]:
+def _chat_tools(request: ResponsesRequest, mcp: ResponsesMcp) -> tuple[list[dict[str, Any]] | None, Any]:
     tools, names = [], set()
     for n, tool in enumerate(request.tools or []):
         at = f"tools[{n}]"
+        if tool.get("type") == "mcp":
+            mcp.specs.append(parse_mcp_tool(tool, at))
+            continue
         if tool.get("type") != "function":
             raise UnsupportedOption(
-                f"tool type {str(tool.get('type'))[:60]!r} is not supported: define function tools", param=f"{at}.type"
+                f"tool type {str(tool.get('type'))[:60]!r} is not supported: define function tools or mcp tools",
+                param=f"{at}.type",
             )
         name = check_tool_name(tool.get("name"), f"{at}.name")
         if name in names:
@@ -202,17 +221,24 @@ def _chat_tools(request: ResponsesRequest) -> tuple[list[dict[str, Any]] | None,
         schema = _EMPTY_SCHEMA if raw is None else check_parameters_schema(raw, f"{at}.parameters")
         strict = tool.get("strict")
         tools.append(function_tool(name, tool.get("description"), schema, strict if strict is not None else None))
-    return tools or None, _chat_tool_choice(request, names)
+    return tools or None, _chat_tool_choice(request, names, mcp)
 
 
-def _chat_tool_choice(request: ResponsesRequest, names: set[str]) -> Any:
+def _chat_tool_choice(request: ResponsesRequest, names: set[str], mcp: ResponsesMcp) -> Any:
     choice = request.tool_choice
     if choice is None or choice in ("auto", "none"):
-        return choice if names else None
+        return choice if names or mcp.specs else None
     if choice == "required":
-        if not names:
+        if not names and not mcp.specs:
             raise InvalidRequest("tool_choice 'required' needs tools", param="tool_choice")
         return choice
+    if isinstance(choice, dict) and choice.get("type") == "mcp":
+        if not isinstance(choice.get("server_label"), str) or (
+            choice.get("name") is not None and not isinstance(choice.get("name"), str)
+        ):
+            raise InvalidRequest("an mcp tool_choice is {'type': 'mcp', 'server_label', 'name'}", param="tool_choice")
+        mcp.choice = choice
+        return "required"  # narrowed to the named tool once the server's tools are listed
     if isinstance(choice, dict) and choice.get("type") == "function":
         if choice.get("name") not in names:
             raise InvalidRequest(
@@ -261,19 +287,29 @@ def responses_to_chat(request: ResponsesRequest, history: list[dict[str, Any]]) 
     """Chat parameters for this request after ``history`` (the chat messages of the previous response's
     conversation, without its instructions, which are not carried over)."""
     _refuse_unsupported(request)
-    items = _Items(history)
+    mcp = ResponsesMcp()
+    tools, tool_choice = _chat_tools(request, mcp)
+    items = _Items(history, mcp)
     raw = [{"role": "user", "content": request.input}] if isinstance(request.input, str) else request.input
     for n, item in enumerate(raw):
         items.add(n, item)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else []) + history
-    if not items.messages and not history:
+    if not items.messages and not history and not mcp.resume:
         raise InvalidRequest("input is empty", param="input")
-    tools, tool_choice = _chat_tools(request)
+    mcp.check()
+    if mcp.resume and not history:
+        raise InvalidRequest(
+            f"mcp_approval_response {mcp.resume[0].approval_request_id[:80]!r} answers a request of an earlier "
+            "response: give its previous_response_id",
+            param="previous_response_id",
+        )
+    # With MCP tools the chat rules are checked on the client's tools only; the MCP ones join them per turn.
+    checked_choice = tool_choice if not mcp or (tools and not isinstance(request.tool_choice, dict)) else None
     fields: dict[str, Any] = dict(
         model=request.model,
         messages=messages + items.messages,
         tools=tools,
-        tool_choice=tool_choice,
+        tool_choice=checked_choice,
         parallel_tool_calls=request.parallel_tool_calls,
         response_format=_response_format(request),
         chat_template_kwargs=_template_kwargs(request),
@@ -282,11 +318,13 @@ def responses_to_chat(request: ResponsesRequest, history: list[dict[str, Any]]) 
         top_p=request.top_p,
         stream=request.stream,
     )
-    if request.stream:
+    if request.stream or mcp:  # a request with MCP tools runs its turns as streams, whether or not it streams
         fields["stream_options"] = {"include_usage": True}
+        fields["stream"] = True
     try:
         chat = ChatCompletionRequest.model_validate(fields)
     except ValidationError as exc:  # the translation broke a chat rule: still the request's fault
         message, where = validation_message(list(exc.errors()))
         raise InvalidRequest(message, param=where) from None
-    return ResponsesTranslation(chat.to_engine_params(), items.messages, items.image_param)
+    prefix = messages[: len(messages) - len(history)]
+    return ResponsesTranslation(chat.to_engine_params(), items.messages, items.image_params, mcp, prefix, tool_choice)

@@ -1,0 +1,1 @@
+"""The diffusers engine: image generation (text to image, image to image, inpainting)."""
