@@ -3,9 +3,13 @@
 Measures, on this machine::
 
     python -m benchmark.bench_control_plane --json-out control_plane.json
+    python -m benchmark.bench_control_plane --start-only --ready-runs 5   # ready time, idle RSS, imports only
 
-* time to ready: ``xinference-local`` spawned → ``GET /status`` answers 200 (several fresh starts, median), and the
-  part of it the server itself logs (pool, actors, HTTP) — the rest is interpreter start and imports;
+* time to ready: ``xinference-local`` spawned → ``GET /status`` answers 200 (several fresh starts, median), the
+  part of it the server itself logs (pool, actors, HTTP) — the rest is interpreter start and imports — and the CPU
+  seconds the platform's processes spent until ready (what other load on the machine changes least);
+* imports: ``python -X importtime -c "import xinference.deploy.local"`` in a fresh interpreter, the slowest
+  top-level packages (cumulative) and the import's CPU time and peak RSS;
 * model launch: wall time of ``POST /v1/models`` against the engine's bare load, ``xllamacpp.Server(params)`` in a
   fresh process with the same parameters (runs alternate raw/platform), plus the load time the model process logs;
 * idle memory: RSS (and USS) of the platform's own processes once ready, and after a launch with the model's
@@ -24,8 +28,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,9 +66,98 @@ class ControlPlaneConfig:
     settle_seconds: float = 1.0  # after ready, before idle memory is read
     quiet_wait: float = 20.0  # seconds to wait for other load to pass before each timed start
     patience: float = 120.0  # seconds, in all, that waiting for other load to pass may take
+    start_only: bool = False  # ready time, idle memory and the import profile only (no launch, no latencies)
+
+
+#: What ``xinference-local`` imports before it serves
+START_IMPORT = "import xinference.deploy.local"
+_IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s+)(\S+)$")
 
 
 # -- pure parts --------------------------------------------------------------------------------------------------
+def parse_importtime(text: str, top: int = 12) -> list[dict[str, Any]]:
+    """The ``top`` slowest packages of a ``-X importtime`` report, by cumulative microseconds.
+
+    Only the first module of each top-level package that the interpreter imported directly (depth 1 in the
+    report's tree) or any ``xinference`` module at depth <= 3 is ranked: what a start-up change can move.
+    """
+    rows: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        found = _IMPORTTIME.match(line.rstrip())
+        if not found:
+            continue
+        self_us, cumulative_us, indent, name = int(found[1]), int(found[2]), found[3], found[4]
+        depth = (len(indent) - 1) // 2
+        if depth <= 1 or (name.startswith("xinference") and depth <= 3):
+            rows.append(
+                {"module": name, "depth": depth, "self_ms": self_us / 1000, "cumulative_ms": cumulative_us / 1000}
+            )
+    rows.sort(key=lambda row: row["cumulative_ms"], reverse=True)
+    return rows[:top]
+
+
+def tree_cpu_seconds(processes: Sequence[psutil.Process]) -> float:
+    """User + system CPU seconds of ``processes`` (those still alive)."""
+    spent = 0.0
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            spent += times.user + times.system
+    return spent
+
+
+def bytecode_env(workdir: Path) -> dict[str, str]:
+    """Environment for timed starts with bytecode caches, as an installed package has them.
+
+    A shell with ``PYTHONDONTWRITEBYTECODE`` set (this project's CI and dev shells) would otherwise compile every
+    module of the checkout from source on each start; the caches go to a folder of the run, not the tree.
+    """
+    return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(workdir / "pycache")}
+
+
+def warm_bytecode(env: dict[str, str]) -> None:
+    """One unmeasured import of the start path, which writes the bytecode caches the timed starts then read."""
+    subprocess.run(
+        [sys.executable, "-c", START_IMPORT],
+        env={**os.environ, **env},
+        cwd=os.sep,  # no checkout on sys.path through the working directory: the same xinference as the server
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+
+
+def import_profile(statement: str = START_IMPORT, top: int = 12, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``statement`` in a fresh interpreter under ``-X importtime``: slowest packages, CPU seconds, peak RSS."""
+    probe = (
+        "import resource, time\n"
+        f"{statement}\n"
+        "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=os.sep,
+        timeout=120,
+        check=True,
+    )
+    cpu, peak = (float(v) for v in done.stdout.split())
+    heavy = sorted(
+        {m["module"].split(".")[0] for m in parse_importtime(done.stderr, top=10_000)}
+        & {"pandas", "scipy", "torch", "transformers", "numba", "sklearn", "PIL"}
+    )
+    return {
+        "statement": statement,
+        "cpu_seconds": cpu,
+        "peak_rss_mb": peak,
+        "slowest": parse_importtime(done.stderr, top),
+        "heavy_imported": heavy,
+    }
+
+
 def latency_ms(seconds: Sequence[float]) -> dict[str, float | None]:
     """Mean, p50 and p99 in milliseconds (``None`` for an empty sample)."""
     if not seconds:
@@ -168,24 +263,29 @@ def measure_ready(
     config: ControlPlaneConfig, workdir: Path, patience: _proc.Patience, log: Any
 ) -> tuple[dict[str, Any], _proc.Platform]:
     """Fresh starts of ``xinference-local``; all but the last are stopped, the last is returned running."""
-    ready, internal, foreign = [], [], []
+    ready, internal, foreign, cpu = [], [], [], []
     started: list[_proc.Platform] = []  # the CPU of the server being started counts as ours, not foreign
     watch = _proc.LoadWatch(lambda: [proc for server in started[-1:] for proc in server.tree()])
+    env = bytecode_env(workdir)
+    warm_bytecode(env)
     for run in range(config.ready_runs):
         patience.wait_for_quiet(config.quiet_wait)
         watch.start()
-        platform = _proc.start_platform(workdir / f"home-{run}")
+        platform = _proc.start_platform(workdir / f"home-{run}", extra_env=env)
         started.append(platform)
+        cpu.append(tree_cpu_seconds(platform.tree()))
         foreign.append(watch.stop())
         ready.append(platform.ready_seconds)
         internal.append(_logged(_READY_LOG, platform.log_path))
-        log(f"ready run {run}: {platform.ready_seconds:.2f}s (server-logged part {internal[-1]}s)")
+        log(f"ready run {run}: {platform.ready_seconds:.2f}s (server-logged part {internal[-1]}s, CPU {cpu[-1]:.2f}s)")
         if run < config.ready_runs - 1:
             platform.stop()
     return {
         "ready_seconds": ready,
         "ready_seconds_median": median_or_none(ready),
         "ready_logged_seconds": internal,
+        "ready_cpu_seconds": cpu,
+        "ready_cpu_seconds_median": median_or_none(cpu),
         "foreign_share": foreign,
     }, started[-1]
 
@@ -278,6 +378,13 @@ def _run(config: ControlPlaneConfig, workdir: Path, log: Any) -> dict[str, Any]:
         time.sleep(config.settle_seconds)
         result["idle"] = memory(platform.tree())
         log(f"idle memory: {result['idle']['rss_mb']:.0f} MiB RSS, {result['idle']['uss_mb']:.0f} MiB USS")
+        result["imports"] = import_profile(env=bytecode_env(workdir))
+        log(
+            f"imports: {result['imports']['cpu_seconds']:.2f} s CPU, peak {result['imports']['peak_rss_mb']:.0f} MiB; "
+            + ", ".join(f"{m['module']} {m['cumulative_ms']:.0f} ms" for m in result["imports"]["slowest"][:6])
+        )
+        if config.start_only:
+            return result
         launches, raw = measure_launches(config, platform, workdir, later, patience, log)
         result.update(launches)
         result.update(measure_latencies(config, platform))
@@ -301,6 +408,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx)
     parser.add_argument("--quiet-wait", type=float, default=defaults.quiet_wait)
     parser.add_argument("--patience", type=float, default=defaults.patience)
+    parser.add_argument(
+        "--start-only", action="store_true", help="ready time, idle memory and imports only (no model launched)"
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -315,6 +425,7 @@ def config_from_args(args: argparse.Namespace) -> ControlPlaneConfig:
         n_ctx=args.n_ctx,
         quiet_wait=args.quiet_wait,
         patience=args.patience,
+        start_only=args.start_only,
     )
 
 
@@ -324,6 +435,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--ready-runs and --launch-runs must be >= 1")
     _proc.exit_on_sigterm()
     result = run_control_plane(config_from_args(args))
+    runs = ", ".join(f"{v:.2f}" for v in result["ready_seconds"])
+    print(
+        f"ready median {result['ready_seconds_median']:.2f} s (runs {runs}),"
+        f" CPU to ready median {result['ready_cpu_seconds_median']:.2f} s, idle RSS {result['idle']['rss_mb']:.0f} MiB"
+    )
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2, allow_nan=False))
     return 0

@@ -8,7 +8,7 @@ neighbour's load on a shared machine falls on all of them. Requests/s and input 
 (medians over rounds), and each llama.cpp side's ratio to sentence-transformers. Before measuring, the vectors of
 a few sentences are compared across the engines (cosine), so a fast wrong answer cannot pass unnoticed.
 
-    python -m benchmark.compare_embedding [--rounds 2] [--requests 96] [--levels 1,16] [--out-dir benchmark/results]
+    python -m benchmark.compare_embedding [--rounds 7] [--requests 96] [--levels 1,16] [--out-dir benchmark/results]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import httpx
 
 from benchmark._proc import start_platform
 from benchmark.bench_batching import _embedding_run, fresh_sentences
+from benchmark.intervals import MIN_ROUNDS, format_estimate, ratio_estimate
 
 __all__ = ["SIDES", "Side", "main", "ratios", "render_markdown", "run_comparison", "summarize_rounds"]
 
@@ -207,6 +208,18 @@ def ratios(
     }
 
 
+def round_ratios(
+    per_round: dict[str, list[dict[str, float]]], key: str, baseline: str = "sentence_transformers"
+) -> dict[str, list[float]]:
+    """Every other side's ``key`` divided by ``baseline``'s in the same round (the rounds alternate the sides)."""
+    base = per_round.get(baseline, [])
+    return {
+        label: [r[key] / b[key] for r, b in zip(rounds, base, strict=False) if b.get(key)]
+        for label, rounds in per_round.items()
+        if label != baseline
+    }
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The report as a Markdown page: conditions, rates per side and level, ratios to sentence-transformers."""
     levels = report["levels"]
@@ -235,9 +248,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         cells = " | ".join(f"{rates[f'c{n}_req_s']:.1f} | {rates[f'c{n}_tok_s']:.0f}" for n in levels)
         cosine = report["cosine_vs_sentence_transformers"].get(label, float("nan"))
         lines.append(f"| {label} | {cells} | {cosine:.6f} |")
-    lines += ["", "Ratio to sentence-transformers (requests/s):", ""]
+    lines += [
+        "",
+        "Ratio to sentence-transformers (requests/s): ratio of the medians; over the rounds, geometric mean "
+        "[95% interval] (`benchmark/intervals.py`):",
+        "",
+    ]
     for label, rel in relative.items():
-        parts = ", ".join(f"c={n} {rel[f'c{n}_req_s']:.2f}x" for n in levels)
+        parts = ", ".join(
+            f"c={n} {rel[f'c{n}_req_s']:.2f}x, "
+            + format_estimate(ratio_estimate(round_ratios(report["rounds"], f"c{n}_req_s").get(label, [])), 2)
+            for n in levels
+        )
         lines.append(f"- {label}: {parts}")
     lines += ["", "Every round (requests/s), to judge the noise:", ""]
     for label, rounds in report["rounds"].items():
@@ -248,7 +270,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--levels", default="1,16")
     parser.add_argument("--seed", type=int, default=7)

@@ -7,10 +7,11 @@ greedy sampling with ``ignore_eos`` so every request generates exactly ``--max-t
 alternate raw/ours at each concurrency level for ``--rounds`` rounds, so machine noise lands on both sides; only
 one side is loaded at a time, the other sits idle. Each side is warmed up first, unmeasured::
 
-    python -m benchmark.compare_engine --rounds 2 --concurrency 1,8 --json-out compare.json
+    python -m benchmark.compare_engine --rounds 7 --concurrency 1,8 --json-out compare.json
 
 Printed and saved: output tokens/s ours/raw, TTFT p50 added (ms) and TPOT ratio at each concurrency, pooled over
-the rounds, plus the per-round ratios and the server-side CPU each side spent per generated token.
+the rounds, plus the per-round figures with their estimate and 95% interval (``benchmark/intervals.py``; each round
+uses fresh prompts and swaps which side goes first) and the server-side CPU each side spent per generated token.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import psutil
 
 from benchmark import _proc
 from benchmark.bench_serving import build_prompts, parse_concurrency, run_benchmark
+from benchmark.intervals import MIN_ROUNDS, Estimate, difference_estimate, format_estimate, ratio_estimate
 from benchmark.profile_stacks import hot_spots
 from benchmark.stats import DELIVERY_GAP_SECONDS, RequestResult, summarize
 
@@ -47,7 +49,7 @@ PROFILE_RATE = 200  # py-spy samples per second
 
 @dataclass(frozen=True)
 class CompareConfig:
-    rounds: int = 2
+    rounds: int = MIN_ROUNDS
     concurrency: tuple[int, ...] = (1, 8)
     num_prompts: int = 16
     max_tokens: int = 128
@@ -81,10 +83,12 @@ class Step:
 
 
 def ab_schedule(rounds: int, levels: Sequence[int], sides: Sequence[str] = SIDES) -> list[Step]:
-    """Measured runs in order: each round visits every level, and at each level every side in turn (A B A B).
+    """Measured runs in order: each round visits every level, and at each level every side in turn; the side that
+    goes first alternates from round to round (A B, B A, A B, ...).
 
     Alternating at the finest grain puts the two sides of a comparison seconds apart, so slow drifts of the
-    machine (other load, thermal state) hit both alike.
+    machine (other load, thermal state) hit both alike; swapping the order each round keeps "ran second" (a warm
+    cache, a machine just left by the other side) from favouring one side in every round.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -92,7 +96,7 @@ def ab_schedule(rounds: int, levels: Sequence[int], sides: Sequence[str] = SIDES
         raise ValueError(f"concurrency levels must be >= 1, got {list(levels)}")
     if len(set(sides)) != len(sides) or not sides:
         raise ValueError(f"sides must be distinct and non-empty, got {list(sides)}")
-    return [Step(r, c, side) for r in range(rounds) for c in levels for side in sides]
+    return [Step(r, c, side) for r in range(rounds) for c in levels for side in (sides if r % 2 == 0 else sides[::-1])]
 
 
 def pairs(steps: Sequence[Step]) -> list[list[Step]]:
@@ -125,7 +129,28 @@ def compare_summaries(raw: dict[str, Any], ours: dict[str, Any]) -> dict[str, fl
         "tpot_p50_ratio": _ratio(ours["tpot_ms_p50"], raw["tpot_ms_p50"]),
         "tpot_mean_ratio": _ratio(ours["tpot_ms_mean"], raw["tpot_ms_mean"]),
         "e2e_p50_ratio": _ratio(ours["e2e_ms_p50"], raw["e2e_ms_p50"]),
+        "gap_p50_ratio": _ratio(ours.get("gap_ms_p50"), raw.get("gap_ms_p50")),
     }
+
+
+#: Per-round figures that get a confidence interval, and whether each is a ratio or a difference
+INTERVAL_FIGURES: dict[str, str] = {
+    "output_throughput_ratio": "ratio",
+    "ttft_p50_added_ms": "difference",
+    "tpot_p50_ratio": "ratio",
+    "gap_p50_ratio": "ratio",
+    "platform_cpu_ms_per_token": "difference",
+}
+
+
+def round_intervals(per_round: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """Each of :data:`INTERVAL_FIGURES` over the rounds: estimate and 95% interval (``benchmark/intervals.py``)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for key, kind in INTERVAL_FIGURES.items():
+        values = [r.get(key) for r in per_round]
+        estimate = ratio_estimate(values) if kind == "ratio" else difference_estimate(values)
+        out[key] = None if estimate is None else estimate.to_dict()
+    return out
 
 
 @dataclass
@@ -184,8 +209,16 @@ def summarize_comparison(records: Sequence[RunRecord], levels: Sequence[int]) ->
         rounds = sorted({r.step.round for r in by_side["raw"]} & {r.step.round for r in by_side["ours"]})
         per_round = []
         for number in rounds:
-            pair = {side: pooled_summary([r for r in by_side[side] if r.step.round == number]) for side in SIDES}
-            per_round.append({"round": number, **compare_summaries(pair["raw"], pair["ours"])})
+            runs = {side: [r for r in by_side[side] if r.step.round == number] for side in SIDES}
+            pair = {side: pooled_summary(runs[side]) for side in SIDES}
+            round_cpu = _platform_cpu({side: cpu_ms_per_token(runs[side]) for side in SIDES})
+            per_round.append(
+                {
+                    "round": number,
+                    **compare_summaries(pair["raw"], pair["ours"]),
+                    "platform_cpu_ms_per_token": round_cpu["total"],
+                }
+            )
         cpu = {side: cpu_ms_per_token(by_side[side]) for side in SIDES}
         levels_out.append(
             {
@@ -194,6 +227,7 @@ def summarize_comparison(records: Sequence[RunRecord], levels: Sequence[int]) ->
                 "ours": pooled["ours"],
                 "compare": compare_summaries(pooled["raw"], pooled["ours"]),
                 "rounds": per_round,
+                "intervals": round_intervals(per_round),
                 "cpu_ms_per_token": cpu,
                 "platform_cpu_ms_per_token": _platform_cpu(cpu),
                 "chunks_per_delivery": {
@@ -230,19 +264,21 @@ def format_comparison(levels: Sequence[dict[str, Any]]) -> str:
     """Fixed-width table of the headline figures, one row per concurrency level."""
     header = (
         f"{'c':>3} {'raw tok/s':>10} {'ours tok/s':>11} {'ratio':>7} {'TTFT50 raw':>11} {'+ms':>8} "
-        f"{'TPOT50 raw':>11} {'ratio':>7} {'ITL50 raw/ours':>15} {'ITL99 raw/ours':>15} {'round ratios':>20}"
+        f"{'TPOT50 raw':>11} {'ratio':>7} {'ITL50 raw/ours':>15} {'ITL99 raw/ours':>15} "
+        f"{'ratio over rounds, 95% CI':>30}"
     )
     lines = [header, "-" * len(header)]
     for level in levels:
         raw, ours, cmp = level["raw"], level["ours"], level["compare"]
-        spread = ",".join(_fmt(r["output_throughput_ratio"], 3) for r in level["rounds"])
+        interval = (level.get("intervals") or {}).get("output_throughput_ratio")
+        spread = format_estimate(None if interval is None else Estimate.from_dict(interval))
         lines.append(
             f"{level['concurrency']:>3} {_fmt(raw['output_throughput'], 1):>10}"
             f" {_fmt(ours['output_throughput'], 1):>11}"
             f" {_fmt(cmp['output_throughput_ratio'], 3):>7} {_fmt(raw['ttft_ms_p50'], 1):>11}"
             f" {_fmt(cmp['ttft_p50_added_ms'], 2, sign=True):>8} {_fmt(raw['tpot_ms_p50'], 2):>11}"
             f" {_fmt(cmp['tpot_p50_ratio'], 3):>7} {_pair(raw, ours, 'itl_ms_p50'):>15}"
-            f" {_pair(raw, ours, 'itl_ms_p99'):>15} {spread:>20}"
+            f" {_pair(raw, ours, 'itl_ms_p99'):>15} {spread:>30}"
         )
     return "\n".join(lines)
 

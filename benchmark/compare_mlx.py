@@ -6,7 +6,7 @@ Side ``ours`` is ``xinference-local`` with SmolLM2-135M (safetensors, :mod:`benc
 (:mod:`benchmark._raw_mlx`). Requests, the A/B schedule, the retries on a busy machine and the figures are those of
 :mod:`benchmark.compare_engine`; the raw side's requests ban EOS through ``logit_bias`` (it has no ``ignore_eos``)::
 
-    python -m benchmark.compare_mlx --rounds 2 --concurrency 1,4 --json-out mlx.json
+    python -m benchmark.compare_mlx --rounds 7 --concurrency 1,4 --json-out mlx.json
 
 On Linux this is ``mlx[cpu]``: ~11-15 tok/s for a 135M model on two cores, hence the small defaults.
 """
@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as ``python benchmark/compare_mlx.py``
 from benchmark import _engines, _proc, _raw_mlx
 from benchmark._weights import converted_smollm2
 from benchmark.compare_engine import CompareConfig, Target, ab_result, format_comparison, run_schedule
+from benchmark.intervals import MIN_ROUNDS
 
 __all__ = ["DEFAULTS", "resolved_settings", "run_mlx_compare"]
 
@@ -37,7 +38,7 @@ MODEL_UID = "bench-mlx"
 RAW_NAME = "default_model"  # mlx_lm.server: the model given by --model
 #: ``n_parallel`` is MLX's ``max_num_seqs``, ``n_ctx`` its ``max_model_len``.
 DEFAULTS = CompareConfig(
-    rounds=2,
+    rounds=MIN_ROUNDS,
     concurrency=(1, 4),
     num_prompts=8,
     max_tokens=32,

@@ -19,7 +19,7 @@ seconds of the level / seconds of audio: below 1 is faster than real time), requ
 ours / raw per level, with the median, lowest and highest of the per-round ratios; and how often both sides gave
 the same transcript.
 
-    python -m benchmark.compare_stt [--rounds 5] [--levels 1,4] [--requests 4] [--out-dir benchmark/results]
+    python -m benchmark.compare_stt [--rounds 7] [--levels 1,4] [--requests 4] [--out-dir benchmark/results]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import httpx
 from benchmark._audio import launch_audio, machine_conditions, summarize, versions
 from benchmark._md import n, table
 from benchmark._proc import engine_config, start_platform
+from benchmark.intervals import MIN_ROUNDS, ratio_estimate
 
 __all__ = [
     "SENTENCES",
@@ -216,12 +217,33 @@ def run_level(transcribe: Request, clips: Sequence[Clip], concurrency: int) -> d
 
 
 def ratios(rounds: list[dict[str, dict[str, dict[str, Any]]]], metric: str) -> dict[str, dict[str, float]]:
-    """Per level, ours / raw of ``metric`` in each round: its median, lowest and highest over rounds."""
+    """Per level, ours / raw of ``metric`` in each round: its median, lowest and highest over rounds, and the
+    geometric mean with its 95% interval (``mean``, ``low``, ``high``; :mod:`benchmark.intervals`)."""
     out: dict[str, dict[str, float]] = {}
     for level in rounds[0][OURS]:
         values = [r[OURS][level][metric] / r[RAW][level][metric] for r in rounds if r[RAW][level][metric]]
-        out[level] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        estimate = ratio_estimate(values)
+        assert estimate is not None  # every round measured both sides
+        out[level] = {
+            "median": statistics.median(values),
+            "min": min(values),
+            "max": max(values),
+            "mean": estimate.value,
+            "low": estimate.low,
+            "high": estimate.high,
+            "rounds": estimate.rounds,
+        }
     return out
+
+
+def _interval_cell(spread: dict[str, float]) -> str:
+    """``0.98 [0.95, 1.01] (0.93–1.04)``; an older report without the interval shows its median."""
+    if "low" not in spread:
+        return f"{n(spread['median'], 2)} ({n(spread['min'], 2)}–{n(spread['max'], 2)})"
+    return (
+        f"{n(spread['mean'], 2)} [{n(spread['low'], 2)}, {n(spread['high'], 2)}] "
+        f"({n(spread['min'], 2)}–{n(spread['max'], 2)})"
+    )
 
 
 def agreement(rounds: list[dict[str, dict[str, dict[str, Any]]]]) -> float:
@@ -300,7 +322,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"{cond['raw']}. Versions: " + ", ".join(f"{k} {v}" for k, v in cond["versions"].items()) + ".",
         "",
         "RTF is the level's wall time over the seconds of audio (below 1: faster than real time). The ratios are "
-        "ours ÷ raw in each round: median (lowest–highest).",
+        "ours ÷ raw in each round: geometric mean [95% interval] (lowest–highest round).",
         "",
     ]
     rows = []
@@ -313,8 +335,8 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"{n(raw['rtf'], 3)} / {n(ours['rtf'], 3)}",
                 f"{n(raw['rps'], 2)} / {n(ours['rps'], 2)}",
                 f"{n(raw['latency_ms'], 0)} / {n(ours['latency_ms'], 0)}",
-                f"{n(rtf['median'], 2)} ({n(rtf['min'], 2)}–{n(rtf['max'], 2)})",
-                f"{n(rps['median'], 2)} ({n(rps['min'], 2)}–{n(rps['max'], 2)})",
+                _interval_cell(rtf),
+                _interval_cell(rps),
             ]
         )
     lines += table(
@@ -334,7 +356,7 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     parser.add_argument("--levels", default="1,4", type=lambda text: [int(x) for x in text.split(",") if x])
     parser.add_argument("--requests", type=int, default=4, help="clips per round (each level transcribes them all)")
     parser.add_argument("--out-dir", default="benchmark/results")

@@ -17,7 +17,7 @@ costs (HTTP, the actor hop, streaming) from the thread setting. Reported per sid
 rounds): time to first audio (median over requests), the real-time factor (wall seconds of the level / seconds of
 audio produced: below 1 is faster than real time), and requests/s; then ours / raw for each.
 
-    python -m benchmark.compare_tts [--rounds 3] [--levels 1,4] [--out-dir benchmark/results]
+    python -m benchmark.compare_tts [--rounds 7] [--levels 1,4] [--out-dir benchmark/results]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import httpx
 from benchmark._audio import launch_audio, machine_conditions, summarize, versions
 from benchmark._md import n, table
 from benchmark._proc import start_platform
+from benchmark.intervals import MIN_ROUNDS, format_estimate, ratio_estimate
 
 __all__ = ["TEXTS", "main", "render_markdown", "run_comparison", "summarize"]
 
@@ -177,6 +178,19 @@ def conditions(rounds: int, levels: Sequence[int], texts: Sequence[str]) -> dict
     }
 
 
+def _rtf_ratio(result: dict[str, Any], raw_name: str, level: str) -> str:
+    """RTF ours ÷ raw over the rounds with its interval; the ratio of the medians for a report without rounds."""
+    per_round = [
+        r["platform"][level]["rtf"] / r[raw_name][level]["rtf"]
+        for r in result.get("rounds", [])
+        if r[raw_name][level].get("rtf")
+    ]
+    if per_round:
+        return format_estimate(ratio_estimate(per_round), 2)
+    summary = result["summary"]
+    return n(summary["platform"][level]["rtf"] / summary[raw_name][level]["rtf"], 2)
+
+
 def render_markdown(result: dict[str, Any]) -> str:
     summary = result["summary"]
     cond = result["conditions"]
@@ -205,7 +219,7 @@ def render_markdown(result: dict[str, Any]) -> str:
                     f"{n(raw['ttfa_ms'], 0)} / {n(ours['ttfa_ms'], 0)}",
                     f"{n(raw['rtf'], 3)} / {n(ours['rtf'], 3)}",
                     f"{n(raw['rps'], 2)} / {n(ours['rps'], 2)}",
-                    n(ours["rtf"] / raw["rtf"], 2),
+                    _rtf_ratio(result, raw_name, level),
                     n(ours["ttfa_ms"] - raw["ttfa_ms"], 0, sign=True),
                 ]
             )
@@ -216,7 +230,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             "TTFA ms raw / ours",
             "RTF raw / ours",
             "req/s raw / ours",
-            "RTF ours ÷ raw",
+            "RTF ours ÷ raw, per round: geometric mean [95% interval]",
             "TTFA ours − raw ms",
         ],
         rows,
@@ -226,7 +240,7 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--out-dir", default="benchmark/results")
     args = parser.parse_args(argv)

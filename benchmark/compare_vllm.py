@@ -6,7 +6,7 @@ through the API process and the model actor. Side ``raw`` is a second vLLM serve
 line and engine variables, read from the platform's server process (:mod:`benchmark._raw_vllm`). Requests, the A/B
 schedule, the retries on a busy machine and the figures are those of :mod:`benchmark.compare_engine`::
 
-    python -m benchmark.compare_vllm --rounds 2 --concurrency 1,4 --json-out vllm.json
+    python -m benchmark.compare_vllm --rounds 7 --concurrency 1,4 --json-out vllm.json
 
 vLLM's CPU build is slow on two cores (~30 tok/s single stream for a 135M model), hence the small defaults. Server
 CPU is split into the platform's own processes (API, model actor: both pure overhead, since the actor only
@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as ``python benchmark/compare_vllm.py``
 from benchmark import _engines, _proc, _raw_vllm
 from benchmark._weights import converted_smollm2
 from benchmark.compare_engine import CompareConfig, Target, ab_result, format_comparison, run_schedule
+from benchmark.intervals import MIN_ROUNDS
 
 __all__ = ["DEFAULTS", "managed_platform_cpu", "run_vllm_compare"]
 
@@ -40,7 +41,7 @@ RAW_NAME = "raw"
 #: Small on purpose: ~2 minutes of measuring on 2 cores. ``n_parallel`` is vLLM's ``max_num_seqs``, ``n_ctx`` its
 #: ``max_model_len``.
 DEFAULTS = CompareConfig(
-    rounds=2,
+    rounds=MIN_ROUNDS,
     concurrency=(1, 4),
     num_prompts=8,
     max_tokens=32,

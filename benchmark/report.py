@@ -53,11 +53,17 @@ def _machine_section(machine: dict[str, Any]) -> list[str]:
 
 
 def _targets_section(verdicts: Sequence[Verdict]) -> list[str]:
-    rows = [
-        [v.name, f"{_n(v.value, 3 if v.unit == 'x' else 2)} {v.unit}".strip(), v.target, f"**{v.status}**", v.detail]
-        for v in verdicts
+    rows = [[v.name, v.measured, v.target, f"**{v.status}**", v.detail] for v in verdicts]
+    return [
+        "## Targets (DESIGN §6)",
+        "",
+        "A figure measured over rounds shows its estimate and 95% interval over the rounds (ratios: geometric mean, "
+        "t-interval on the logs; differences: mean, t-interval) and is judged on the whole interval: "
+        "*inconclusive* when the target lies inside it.",
+        "",
+        *_table(["figure", "measured (95% interval)", "target", "", "note"], rows),
+        "",
     ]
-    return ["## Targets (DESIGN §6)", "", *_table(["figure", "measured", "target", "", "note"], rows), ""]
 
 
 def _compare_section(compare: dict[str, Any]) -> list[str]:
@@ -205,6 +211,20 @@ def _control_section(control: dict[str, Any]) -> list[str]:
             "  of which the server logs (pool, actors, HTTP)",
             ", ".join(_n(v) for v in logged) + " s",
             f"{_n(median_or_none(logged))} s",
+        ],
+        [
+            "  CPU the platform spent until ready",
+            ", ".join(_n(v) for v in control.get("ready_cpu_seconds", [])) + " s",
+            f"{_n(control.get('ready_cpu_seconds_median'))} s",
+        ],
+        [
+            "  importing the start path (`import xinference.deploy.local`), CPU / peak RSS",
+            f"{_n((control.get('imports') or {}).get('cpu_seconds'))} s / "
+            f"{_n((control.get('imports') or {}).get('peak_rss_mb'), 0)} MiB",
+            ", ".join(
+                f"{m['module']} {m['cumulative_ms']:.0f} ms"
+                for m in (control.get("imports") or {}).get("slowest", [])[:5]
+            ),
         ],
         [
             "model launch, POST /v1/models wall",

@@ -1,6 +1,6 @@
 """Every benchmark in one go, with small defaults, written up next to DESIGN §6's targets.
 
-    python -m benchmark.run_all            # ~20-25 minutes on 2 idle cores (make bench)
+    python -m benchmark.run_all            # 7 rounds: an estimated 45-60 minutes on 2 idle cores (make bench)
     python -m benchmark.run_all --skip-engines --skip-engine-launch   # llama.cpp only, ~6 minutes
 
 Runs, each starting and stopping its own servers: :mod:`benchmark.bench_control_plane`,
@@ -36,7 +36,6 @@ if __package__ in (None, ""):  # run as ``python benchmark/run_all.py``
 import psutil
 
 from benchmark import _proc
-from benchmark._md import n as _n
 from benchmark.bench_batching import run_batching
 from benchmark.bench_control_plane import ControlPlaneConfig, run_control_plane
 from benchmark.bench_serving import parse_concurrency
@@ -215,7 +214,15 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     report["machine"]["load_average_end"] = list(os.getloadavg())
     report["duration_seconds"] = time.perf_counter() - started
     report["targets"] = [
-        {"name": v.name, "value": v.value, "unit": v.unit, "target": v.target, "status": v.status}
+        {
+            "name": v.name,
+            "value": v.value,
+            "unit": v.unit,
+            "target": v.target,
+            "status": v.status,
+            "interval": v.interval,
+            "rounds": v.rounds,
+        }
         for v in evaluate_targets(report)
     ]
     report["noise_warning"] = noise_warning(report, args.noise_limit)
@@ -290,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     md_path.write_text(render_markdown(report, notes))
     print(f"\nwrote {md_path} and {json_path} in {report['duration_seconds']:.0f}s")
     for verdict in evaluate_targets(report):
-        print(f"{verdict.status:>7}  {verdict.name}: {_n(verdict.value, 3)} {verdict.unit} (target {verdict.target})")
+        print(f"{verdict.status:>12}  {verdict.name}: {verdict.measured} (target {verdict.target})")
     return 0
 
 

@@ -21,6 +21,7 @@ from benchmark.compare_engine import (
     hot_spots,
     pairs,
     pooled_summary,
+    round_intervals,
     summarize_comparison,
 )
 from benchmark.run_all import (
@@ -52,10 +53,10 @@ def test_schedule_alternates_sides_within_each_level_and_round() -> None:
         (0, 1, "ours"),
         (0, 8, "raw"),
         (0, 8, "ours"),
+        (1, 1, "ours"),  # the side that goes first alternates by round
         (1, 1, "raw"),
-        (1, 1, "ours"),
-        (1, 8, "raw"),
         (1, 8, "ours"),
+        (1, 8, "raw"),
     ]
 
 
@@ -75,7 +76,7 @@ def test_schedule_rejects_bad_input(rounds: int, levels: list[int], sides: tuple
 def test_pairs_group_consecutive_steps_of_a_round_and_level() -> None:
     grouped = pairs(ab_schedule(2, [1, 8]))
     assert len(grouped) == 4
-    assert all([s.side for s in pair] == ["raw", "ours"] for pair in grouped)
+    assert [[s.side for s in pair] for pair in grouped] == [["raw", "ours"]] * 2 + [["ours", "raw"]] * 2
     assert [(pair[0].round, pair[0].concurrency) for pair in grouped] == [(0, 1), (0, 8), (1, 1), (1, 8)]
 
 
@@ -296,7 +297,7 @@ def test_last_logged_seconds_takes_the_last_match() -> None:
 
 
 # -- targets and the markdown report ----------------------------------------------------------------------------
-def report(ratio: float = 0.99, added: float = 1.0, ready: float = 2.0, launch: float = 1.4) -> dict[str, Any]:
+def report(ratio: float = 0.99, added: float = 1.0, ready: float = 0.4, launch: float = 1.4) -> dict[str, Any]:
     raw = {"output_throughput": 100.0, "ttft_ms_p50": 50.0, "tpot_ms_p50": 10.0}
     ours = {"output_throughput": 100.0 * ratio, "ttft_ms_p50": 50.0 + added, "tpot_ms_p50": 10.1}
     level = {
@@ -310,7 +311,7 @@ def report(ratio: float = 0.99, added: float = 1.0, ready: float = 2.0, launch: 
         "chunks_per_delivery": {"raw": 1.0, "ours": 1.0},
         "max_foreign_share": 0.02,
     }
-    memory = {"rss_mb": 250.0, "uss_mb": 150.0, "processes": []}
+    memory = {"rss_mb": 90.0, "uss_mb": 70.0, "processes": []}
     return {
         "machine": {
             "date": "2026-01-01 00:00 UTC",
@@ -366,7 +367,7 @@ def report(ratio: float = 0.99, added: float = 1.0, ready: float = 2.0, launch: 
 def test_targets_met_and_missed() -> None:
     verdicts = {v.name: v for v in evaluate_targets(report())}
     assert all(v.met for v in verdicts.values())
-    missed = {v.name for v in evaluate_targets(report(ratio=0.95, added=4.0, ready=3.5)) if v.met is False}
+    missed = {v.name for v in evaluate_targets(report(ratio=0.95, added=4.0, ready=0.6)) if v.met is False}
     assert missed == {"output tok/s ours/raw, c=8", "TTFT p50 added, c=8", "xinference-local ready (median)"}
     launch = {v.name: v for v in evaluate_targets(report(launch=1.46))}["model launch (median)"]
     assert launch.met is False and "1.45 s" in launch.target
@@ -383,7 +384,7 @@ def test_markdown_lists_figures_targets_and_gaps() -> None:
     text = render_markdown(report(ratio=0.95))
     assert "Test CPU" in text and "xllamacpp 1" in text and "xoscar 0.12.2" in text
     assert "| output tok/s ours/raw, c=8 | 0.950 x | >= 0.98 | **MISSED** |" in text
-    assert "| xinference-local ready (median) | 2.00 s | <= 3 s | **met** |" in text
+    assert "| xinference-local ready (median) | 0.40 s | <= 0.5 s | **met** |" in text
     gaps = text.split("## Gaps", 1)[1]
     assert "output tok/s ours/raw, c=8: 0.950 x" in gaps
     assert DEFAULT_NOTES in gaps
@@ -427,3 +428,41 @@ def test_stream_smoothness_is_judged_on_delivery_gaps_at_one_and_four_streams() 
     assert gap.met is False and gap.value == pytest.approx(40 / 6)
     level["ours"]["gap_ms_p50"] = 8.0
     assert {v.name: v for v in evaluate_targets(data)}["stream delivery gap p50 ours/raw, c=4"].met is True
+
+
+def _seven_rounds(ratios: list[float]) -> dict[str, object]:
+    """A level's ``intervals`` from per-round throughput ratios, as summarize_comparison stores them."""
+    return round_intervals([{"output_throughput_ratio": r} for r in ratios])
+
+
+def test_a_figure_over_rounds_is_judged_on_its_interval() -> None:
+    data = report()
+    level = data["compare"]["levels"][0]
+    name = "output tok/s ours/raw, c=8"
+    level["intervals"] = _seven_rounds([1.00, 0.995, 1.005, 0.998, 1.002, 0.999, 1.001])
+    verdict = {v.name: v for v in evaluate_targets(data)}[name]
+    assert verdict.status == "met" and verdict.rounds == 7 and verdict.interval is not None
+    assert verdict.interval[0] > 0.98
+    level["intervals"] = _seven_rounds([0.90, 1.06, 0.95, 1.03, 0.99, 0.93, 1.02])  # straddles 0.98
+    verdict = {v.name: v for v in evaluate_targets(data)}[name]
+    assert verdict.status == "inconclusive" and verdict.met is None
+    assert "7 rounds" in verdict.measured and "[" in verdict.measured
+    level["intervals"] = _seven_rounds([0.95, 0.951, 0.949, 0.95, 0.952, 0.948, 0.95])
+    assert {v.name: v for v in evaluate_targets(data)}[name].status == "MISSED"
+    assert f"| {name} | 0.950 x [0.949, 0.951], 7 rounds | >= 0.98 | **MISSED** |" in render_markdown(data)
+
+
+def test_summarize_comparison_gives_each_figure_an_interval_over_rounds() -> None:
+    records = []
+    for number, ratio in enumerate([0.99, 0.97, 0.98]):
+        records += [
+            record("raw", 1, number, 0.050, 1.05, 2.0, engine=2.0),
+            record("ours", 1, number, 0.052, 1.06, 2.0 / ratio, api=0.02, model=2.0, model_loop=0.01),
+        ]
+    (level,) = summarize_comparison(records, [1])
+    throughput = level["intervals"]["output_throughput_ratio"]
+    assert throughput["rounds"] == 3 and throughput["low"] < 0.97 and throughput["high"] > 0.99
+    assert throughput["value"] == pytest.approx((0.99 * 0.97 * 0.98) ** (1 / 3))
+    assert level["intervals"]["ttft_p50_added_ms"]["value"] == pytest.approx(2.0)
+    assert level["intervals"]["platform_cpu_ms_per_token"]["value"] == pytest.approx(30 / 22)
+    assert "[" in format_comparison([level])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.compare_embedding import SIDES, ratios, render_markdown, summarize_rounds
+from benchmark.compare_embedding import SIDES, ratios, render_markdown, round_ratios, summarize_rounds
 
 ROUNDS = {
     "sentence_transformers": [
@@ -47,7 +47,9 @@ def test_page_says_the_conditions_and_the_ratios() -> None:
     page = render_markdown(report)
     assert "2 cores shared" in page and "3.1, 2.0, 1.5" in page and "over 3 rounds" in page
     assert "| llama.cpp f16 | 22.0 | 550 | 33.0 | 800 | 0.999990 |" in page
-    assert "- llama.cpp f16: c=1 0.50x, c=16 0.50x" in page
+    (line,) = [line for line in page.splitlines() if line.startswith("- llama.cpp f16: c=1 0.50x")]
+    # c=1 per-round ratios 22/40, 20/50, 24/44: geometric mean 0.49, a wide interval over 3 rounds
+    assert line == "- llama.cpp f16: c=1 0.50x, 0.49 [0.31, 0.77], c=16 0.50x, 0.50 [0.35, 0.72]"
     assert "- llama.cpp f16: c=1 22.0, 20.0, 24.0; c=16 33.0, 30.0, 36.0" in page
 
 
@@ -59,3 +61,9 @@ def test_the_sides_launch_the_same_model_on_each_engine() -> None:
         "F32",
     }
     assert len({side.uid for side in SIDES}) == len(SIDES)
+
+
+def test_round_ratios_pair_the_sides_round_by_round() -> None:
+    got = round_ratios(ROUNDS, "c1_req_s")
+    assert list(got) == ["llama.cpp f16"]
+    assert got["llama.cpp f16"] == [pytest.approx(22 / 40), pytest.approx(20 / 50), pytest.approx(24 / 44)]

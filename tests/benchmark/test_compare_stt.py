@@ -46,9 +46,9 @@ def silence(seconds: float, rate: int = 22050) -> bytes:
     return buffer.getvalue()
 
 
-def test_arguments_default_to_five_rounds_at_c1_and_c4_and_refuse_nonsense() -> None:
+def test_arguments_default_to_seven_rounds_at_c1_and_c4_and_refuse_nonsense() -> None:
     args = parse_args([])
-    assert (args.rounds, args.levels, args.requests) == (5, [1, 4], 4)
+    assert (args.rounds, args.levels, args.requests) == (7, [1, 4], 4)
     assert parse_args(["--levels", "2,8", "--rounds", "7"]).levels == [2, 8]
     for bad in (["--rounds", "0"], ["--levels", "0,4"], ["--requests", "0"], ["--levels", ","]):
         with pytest.raises(SystemExit):
@@ -99,7 +99,8 @@ def test_summary_ratios_spread_and_report() -> None:
         "agreement": agreement(rounds),
     }
     text = render_markdown(result)
-    assert "| c=1 | 0.150 / 0.120 | 1.33 / 1.67 | 750 / 600 | 1.20 (0.55–2.00) | 0.83 (0.50–1.82) |" in text
+    row = "| c=1 | 0.150 / 0.120 | 1.33 / 1.67 | 750 / 600 | 1.10 [0.22, 5.52] (0.55–2.00) | "
+    assert row + "0.91 [0.18, 4.58] (0.50–1.82) |" in text
     assert "compute_type int8, beam_size 5" in text and "92% of requests" in text
 
 

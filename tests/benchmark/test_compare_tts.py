@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmark.compare_tts import TEXTS, render_markdown, run_level, summarize
+from benchmark.compare_tts import TEXTS, _rtf_ratio, render_markdown, run_level, summarize
 
 
 def level(rtf: float, ttfa: float) -> dict[str, float]:
@@ -48,3 +48,11 @@ def test_run_level_counts_audio_from_pcm_bytes() -> None:
     result = run_level(fake, TEXTS, 4)
     assert result["requests"] == len(TEXTS) and result["audio_s"] == len(TEXTS)
     assert result["ttfa_ms"] == 10.0 and result["rtf"] < 1
+
+
+def test_rtf_ratio_over_rounds_has_an_interval() -> None:
+    rounds = [
+        {"platform": {"c=1": {"rtf": ours}}, "raw piper": {"c=1": {"rtf": 0.100}}} for ours in (0.101, 0.102, 0.100)
+    ]
+    cell = _rtf_ratio({"rounds": rounds, "summary": {}}, "raw piper", "c=1")
+    assert cell.startswith("1.01 [") and cell.endswith("]")

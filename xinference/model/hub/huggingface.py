@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import httpx
-
 from xinference.errors import LaunchFailed
 from xinference.model.hub.base import CHUNK_BYTES, RemoteFile
 
 if TYPE_CHECKING:
+    import httpx
+
     from xinference.model.hub.download import HubDownload
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "MAX_STALLED_ATTEMPTS", "HuggingFaceHub", "hf_endpoint", "hub_offline"]
@@ -72,6 +72,7 @@ class HuggingFaceHub:
 
     def list_files(self, repo_id: str, revision: str | None) -> dict[str, int | None]:
         """Every file of the revision (path -> size), following the listing's pages."""
+        import httpx
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined,unused-ignore]
 
         url: str | None = f"{hf_endpoint()}/api/models/{repo_id}/tree/{quote(revision or 'main', safe='')}"
@@ -109,6 +110,7 @@ class HuggingFaceHub:
 
     def fetch(self, job: HubDownload, remote: RemoteFile) -> None:
         """Fetch the file into the cache, continuing a partial file of the same etag; retries dropped transfers."""
+        import httpx
         from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined,unused-ignore]
 
         assert remote.url is not None  # resolve always gives one
@@ -178,6 +180,10 @@ class HuggingFaceHub:
 
 
 def _client() -> httpx.Client:
+    # httpx is imported where a download needs it: it (with the click and rich its CLI pulls in) is ~0.1 s of the
+    # platform's start otherwise
+    import httpx
+
     timeout = httpx.Timeout(_read_timeout(), connect=_connect_timeout())
     return httpx.Client(follow_redirects=True, timeout=timeout)
 
