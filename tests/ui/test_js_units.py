@@ -265,6 +265,65 @@ def test_register_form_builds_the_registration_json(page: Any) -> None:
     assert ModelFamily.model_validate(family).model_name == "mine"
 
 
+def test_model_page_picks_the_routes_model_or_the_first_serving_one(page: Any) -> None:
+    out = run(
+        page,
+        "lib/model_page.js",
+        """
+        const models = [{model_uid: 'a', model_type: 'image', status: 'loading'},
+                        {model_uid: 'b', model_type: 'rerank', status: 'degraded'},
+                        {model_uid: 'c', model_type: 'embedding', status: 'ready'},
+                        {model_uid: 'd', model_type: 'image', status: 'ready'}];
+        const tryable = m.servingOf('embedding', 'rerank');
+        return [models.filter(tryable).map((x) => x.model_uid), m.firstUid('', models, tryable),
+                m.firstUid('a', models, tryable), m.firstUid('', models, m.servingOf('image')),
+                m.firstUid('', models, m.servingOf('audio'))];
+    """,
+    )
+    assert out == [["b", "c"], "b", "a", "d", ""]
+
+
+def test_model_page_frames_the_try_out_pages(page: Any, ui_static: str) -> None:
+    """The shared frame as the Embeddings & rerank page uses it: the note when no model fits, the first fitting model
+    chosen and its part shown, and a choice in the picker going into the route. /v1/models answers from here."""
+    listing: dict[str, Any] = {"data": []}
+    page.route(f"{ui_static}/v1/models", lambda route: route.fulfill(json=listing))
+    render = """
+        const {render} = await import('preact');
+        const {html} = await import('/lib/html.js');
+        const box = document.createElement('div');
+        document.body.replaceChildren(box);
+        render(html`<${m.TryPage} arg="" />`, box);
+        await new Promise((done) => setTimeout(done, 300));
+    """
+    empty = run(page, "pages/try.js", render + "return box.querySelector('.empty').textContent;")
+    assert (
+        " ".join(empty.split())
+        == "No embedding or rerank model is ready. Launch one (all-MiniLM-L6-v2 ships with the install)."
+    )
+    listing["data"] = [
+        {"model_uid": "img", "model_type": "image", "status": "ready"},
+        {"model_uid": "rr", "model_type": "rerank", "status": "ready"},
+        {"model_uid": "emb", "model_type": "embedding", "status": "ready"},
+    ]
+    chosen = run(
+        page,
+        "pages/try.js",
+        render
+        + """
+        const picker = box.querySelector('[data-testid=model-picker]');
+        const before = [picker.value, [...picker.options].map((o) => o.value), box.querySelector('#query') !== null,
+                        box.querySelector('.empty') === null];
+        picker.value = 'emb';
+        picker.dispatchEvent(new Event('change'));
+        await new Promise((done) => setTimeout(done, 100));
+        return [...before, location.hash, box.querySelector('#inputs') !== null];
+    """,
+    )
+    page.unroute(f"{ui_static}/v1/models")
+    assert chosen == ["rr", ["rr", "emb"], True, True, "#/try/emb", True]
+
+
 def test_cosine_similarity(page: Any) -> None:
     values = run(
         page,

@@ -203,6 +203,28 @@ def diffusers_files(names: list[str]) -> list[str]:
     return sorted(set(picked))
 
 
+def spec_download(
+    spec: ModelSpec,
+    download_hub: str | None,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+    model_name: str | None,
+    file_progress: FileProgressCallback | None,
+) -> HubDownload:
+    """The download of ``spec``'s repository at its revision, from the hub :func:`choose_hub` picks: the weights and
+    every file that must match them (a vision model's projector) come through it."""
+    hub, repo = choose_hub(spec, download_hub)
+    return HubDownload(
+        hub,
+        repo,
+        spec.model_revision,
+        progress=progress,
+        cancel=cancel,
+        model_name=model_name,
+        file_progress=file_progress,
+    )
+
+
 def resolve_model_path(
     spec: ModelSpec,
     quantization: str,
@@ -227,16 +249,7 @@ def resolve_model_path(
     if spec.model_uri is not None:
         path = local_path(spec.model_uri)
         return gguf_in_folder(path, spec, quantization) if spec.model_format == "ggufv2" else path
-    hub, repo = choose_hub(spec, download_hub)
-    download = HubDownload(
-        hub,
-        repo,
-        spec.model_revision,
-        progress=progress,
-        cancel=cancel,
-        model_name=model_name,
-        file_progress=file_progress,
-    )
+    download = spec_download(spec, download_hub, progress, cancel, model_name, file_progress)
     if spec.model_format == "ggufv2":
         assert spec.model_file_name_template is not None  # the spec validator requires it for hub GGUF specs
         return download.file(spec.model_file_name_template.format(quantization=quantization))

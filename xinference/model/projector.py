@@ -114,20 +114,9 @@ def resolve_projector(
             raise LaunchFailed(f"the multimodal projector {projector!r} does not exist on this worker")
         return projector
     if not (model_path or spec.bundled is not None or spec.model_uri is not None):
-        from xinference.model.download import choose_hub
-        from xinference.model.hub import HubDownload
+        from xinference.model.download import spec_download
 
-        hub, repo = choose_hub(spec, download_hub)
-        download = HubDownload(
-            hub,
-            repo,
-            spec.model_revision,
-            progress=progress,
-            cancel=cancel,
-            model_name=model_name,
-            file_progress=file_progress,
-        )
-        return download.file(projector)
+        return spec_download(spec, download_hub, progress, cancel, model_name, file_progress).file(projector)
     folder = weights_path if os.path.isdir(weights_path) else os.path.dirname(weights_path)
     path = os.path.normpath(os.path.join(folder, projector))
     if os.path.dirname(path) != os.path.normpath(folder) and not path.startswith(os.path.normpath(folder) + os.sep):

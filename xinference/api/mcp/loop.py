@@ -23,13 +23,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from xinference.api.mcp.manager import McpHub, ToolInfo, ToolResult
-from xinference.errors import McpError
+from xinference.api.mcp.tools import (
+    ToolCaller,
+    add_call_delta,
+    add_usage,
+    calls_chunk,
+    chat_tool,
+    client_tool_names,
+    expose_names,
+    later_choice,
+    run_call,
+    tool_message,
+)
 
 __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
@@ -44,18 +54,11 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOOL_ROUNDS = 8
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 #: one non-streamed chat turn: (messages, tool_choice) -> a ``chat.completion`` dict
 ChatTurn = Callable[[list[dict[str, Any]], Any], Awaitable[dict[str, Any]]]
 #: one streamed chat turn: (messages, tool_choice) -> its chunks in batches
 StreamTurn = Callable[[list[dict[str, Any]], Any], Awaitable[AsyncIterator[list[dict[str, Any]]]]]
-
-
-class ToolCaller(Protocol):
-    """What runs a tool: a hub server (:class:`HubServer`) or a request's own session (``RemoteSession``)."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolResult: ...
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,7 @@ class McpTool:
     caller: ToolCaller
 
     def chat_tool(self) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": self.exposed, "parameters": self.info.input_schema or {"type": "object"}}
-        if self.info.description:
-            function["description"] = self.info.description
-        return {"type": "function", "function": function}
+        return chat_tool(self.exposed, self.info)
 
 
 @dataclass
@@ -99,18 +99,11 @@ class ToolSet:
     ) -> ToolSet:
         """Name every server's tools for the model: a name offered once is kept; a name two servers share, or one
         the client's tools use, becomes ``server__tool``. Characters a tool name may not have become ``_``."""
-        client = frozenset(name for name in (_tool_name(t) for t in client_tools or []) if name)
-        counts: dict[str, int] = {}
-        for _, _, infos in servers:
-            for info in infos:
-                counts[_safe(info.name)] = counts.get(_safe(info.name), 0) + 1
+        client = client_tool_names(client_tools)
         tools: dict[str, McpTool] = {}
-        for server, caller, infos in servers:
-            for info in infos:
-                name = _safe(info.name)
-                if counts[name] > 1 or name in client:
-                    name = f"{server}__{name}"[:128]
-                tools[name] = McpTool(name, server, info, caller)
+        for name, index, info in expose_names([(server, infos) for server, _, infos in servers], client):
+            server, caller, _ = servers[index]
+            tools[name] = McpTool(name, server, info, caller)
         return cls(tools, client)
 
     def __bool__(self) -> bool:
@@ -118,23 +111,6 @@ class ToolSet:
 
     def chat_tools(self) -> list[dict[str, Any]]:
         return [tool.chat_tool() for tool in self.tools.values()]
-
-
-def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name)[:128] or "tool"
-
-
-def _tool_name(tool: dict[str, Any]) -> str | None:
-    function = tool.get("function") if isinstance(tool, dict) else None
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def _later_choice(choice: Any) -> Any:
-    """The tool_choice of the turns after the first: a forced call was made, so the model may now answer."""
-    if choice == "required" or isinstance(choice, dict):
-        return "auto"
-    return choice
 
 
 # -- running the calls of one turn ------------------------------------------------------------------------------------
@@ -171,32 +147,16 @@ async def _execute(record: dict[str, Any], call: dict[str, Any], tools: ToolSet,
     """Run one call and fill its record's output or error (never raises for the tool's sake)."""
     name = (call.get("function") or {}).get("name", "")
     tool = tools.tools.get(name)
-    if tool is None:
-        offered = sorted([*tools.tools, *tools.client_tools])
-        record["error"] = f"no tool named {name!r}; the tools are: {', '.join(offered) or 'none'}"
-    else:
-        try:
-            arguments = json.loads(record["arguments"] or "{}")
-            if not isinstance(arguments, dict):
-                raise ValueError("the arguments must be a JSON object")
-        except ValueError as exc:
-            record["error"] = f"invalid arguments for {name!r}: {exc}"
-        else:
-            try:
-                result = await tool.caller.call_tool(tool.info.name, arguments, timeout)
-            except McpError as exc:
-                record["error"] = exc.message
-            else:
-                if result.is_error:
-                    record["error"] = result.output or "the tool reported an error"
-                else:
-                    record["output"] = result.output
+    outcome = await run_call(
+        tool.caller if tool is not None else None,
+        tool.info.name if tool is not None else name,
+        record["arguments"],
+        timeout,
+        shown_as=name,
+        offered=[*tools.tools, *tools.client_tools],
+    )
+    record["output"], record["error"] = outcome.output, outcome.error
     record["status"] = "failed" if record["error"] is not None else "completed"
-
-
-def _tool_message(record: dict[str, Any]) -> dict[str, Any]:
-    content = record["output"] if record["error"] is None else f"Error: {record['error']}"
-    return {"role": "tool", "tool_call_id": record["id"], "content": content}
 
 
 def _assistant(message: dict[str, Any], calls: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -207,17 +167,6 @@ def _assistant(message: dict[str, Any], calls: list[dict[str, Any]], records: li
         for call, record in zip(calls, records, strict=True)
     ]
     return {"role": "assistant", "content": message.get("content") or "", "tool_calls": sent}
-
-
-def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not usage:
-        return total
-    if total is None:
-        return dict(usage)
-    merged = dict(total)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        merged[key] = int(total.get(key) or 0) + int(usage.get(key) or 0)
-    return merged
 
 
 # -- whole responses --------------------------------------------------------------------------------------------------
@@ -237,7 +186,7 @@ async def run_tool_loop(
     choice, rounds = tool_choice, 0
     while True:
         result = await turn(messages, "none" if rounds >= max_rounds else choice)
-        usage = _add_usage(usage, result.get("usage"))
+        usage = add_usage(usage, result.get("usage"))
         message = (result.get("choices") or [{}])[0].get("message") or {}
         calls = message.get("tool_calls") or []
         split = _split(calls, tools)
@@ -249,8 +198,8 @@ async def run_tool_loop(
         records += made
         if split.client:
             break  # the client runs its own calls; the MCP ones of this turn are reported in mcp_calls
-        messages += [_assistant(message, split.mcp, made), *(_tool_message(r) for r in made)]
-        choice, rounds = _later_choice(choice), rounds + 1
+        messages += [_assistant(message, split.mcp, made), *(tool_message(r) for r in made)]
+        choice, rounds = later_choice(choice), rounds + 1
     _only_client_calls(result, split)
     if usage is not None:
         result["usage"] = usage
@@ -295,14 +244,7 @@ def _absorb(chunk: dict[str, Any], state: _TurnState, first_turn: bool) -> dict[
     choice = choices[0]
     delta = dict(choice.get("delta") or {})
     for call in delta.pop("tool_calls", None) or []:
-        slot = state.calls.setdefault(
-            int(call.get("index", 0)), {"type": "function", "function": {"name": "", "arguments": ""}}
-        )
-        if call.get("id"):
-            slot["id"] = call["id"]
-        function = call.get("function") or {}
-        slot["function"]["name"] += function.get("name") or ""
-        slot["function"]["arguments"] += function.get("arguments") or ""
+        add_call_delta(state.calls, call)
     if delta.get("content"):
         state.message["content"] += delta["content"]
     if choice.get("finish_reason"):
@@ -322,14 +264,6 @@ def _absorb(chunk: dict[str, Any], state: _TurnState, first_turn: bool) -> dict[
 
 def _call_chunk(template: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     return {**template, "object": "chat.completion.chunk", "choices": [], "mcp_call": dict(record)}
-
-
-def _calls_chunk(template: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
-    deltas = [
-        {"index": n, "id": call.get("id"), "type": "function", "function": dict(call["function"])}
-        for n, call in enumerate(calls)
-    ]
-    return {**template, "choices": [{"index": 0, "delta": {"tool_calls": deltas}, "finish_reason": None}]}
 
 
 async def stream_tool_loop(
@@ -356,7 +290,7 @@ async def stream_tool_loop(
                 if out:
                     yield [{**chunk, **template} for chunk in out]  # every turn's chunks under the first one's id
         template = template or state.template
-        usage = _add_usage(usage, state.usage)
+        usage = add_usage(usage, state.usage)
         calls = [state.calls[i] for i in sorted(state.calls)]
         split = _split(calls, tools)
         if split.mcp and rounds < max_rounds:
@@ -366,12 +300,12 @@ async def stream_tool_loop(
                 await _execute(record, call, tools, timeout)
                 yield [_call_chunk(template, record)]
             if not split.client:
-                messages += [_assistant(state.message, split.mcp, made), *(_tool_message(r) for r in made)]
-                choice, rounds = _later_choice(choice), rounds + 1
+                messages += [_assistant(state.message, split.mcp, made), *(tool_message(r) for r in made)]
+                choice, rounds = later_choice(choice), rounds + 1
                 continue
         tail: list[dict[str, Any]] = []
         if split.client:
-            tail.append(_calls_chunk(template, split.client))
+            tail.append(calls_chunk(template, split.client))
         if state.finish is not None:
             finish = state.finish
             if split.mcp and not split.client:

@@ -14,7 +14,6 @@ its generation too. The model stops between two denoising steps. No engine, torc
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import re
 import time
@@ -33,8 +32,9 @@ from xinference.api.gateway.requests import RunningRequests
 from xinference.api.gateway.routes import Replica, RouteTable
 from xinference.api.openai.embeddings import check_model_type
 from xinference.api.openai.image_files import ImageStore, decode_image, max_image_bytes
+from xinference.api.openai.multipart import open_form
 from xinference.api.protocol import OpenAIRequest, ResponseBody
-from xinference.errors import InvalidRequest, ModelUnavailable, RequestNotFound, RequestTooLarge
+from xinference.errors import InvalidRequest, RequestNotFound, RequestTooLarge
 
 __all__ = [
     "MAX_SIDE",
@@ -53,8 +53,6 @@ MAX_SIDE = 2048
 _SIZE = re.compile(r"^\s*(\d{1,5})\s*[x*×]\s*(\d{1,5})\s*$", re.IGNORECASE)
 #: Fields Xinference's client may put in its JSON ``kwargs``: the extensions below
 _KWARGS = ("negative_prompt", "num_inference_steps", "guidance_scale", "seed", "strength", "request_id", "quality")
-#: Multipart overhead allowed beside the images before a Content-Length alone says the upload is too large.
-_FORM_OVERHEAD = 1024 * 1024
 #: Finished request ids whose progress (1.0) is still answered.
 _FINISHED_MEMORY = 1024
 
@@ -264,21 +262,15 @@ async def read_edit_form(request: Request, route_kind: str) -> tuple[ImageEditFo
     ``route_kind``: ``edits`` (``image`` or ``image[]``, Xinference's ``images``; an optional ``mask``),
     ``variations`` (``image``, no mask) or ``inpainting`` (``image`` and ``mask_image``, Xinference's)."""
     limit = max_image_bytes()
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > 2 * limit + _FORM_OVERHEAD:
-        raise RequestTooLarge(
-            f"the request is {int(length) / 1024**2:.1f} MiB; too large for two images", param="image"
-        )
-    if importlib.util.find_spec("python_multipart") is None:
-        raise ModelUnavailable(
-            "reading uploads needs python-multipart on the API server: pip install 'xinference[image]'"
-        )
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise InvalidRequest("send the image as multipart/form-data with an 'image' part", param="image")
-    try:
-        form = await request.form(max_files=4, max_fields=64)
-    except Exception as exc:  # noqa: BLE001 - Starlette's parser errors: a malformed body is the client's
-        raise InvalidRequest(f"could not read the multipart form: {exc}", param="image") from None
+    form = await open_form(
+        request,
+        files_bytes=2 * limit,
+        too_large="too large for two images",
+        extra="image",
+        not_multipart="send the image as multipart/form-data with an 'image' part",
+        param="image",
+        max_files=4,
+    )
     try:
         images: list[UploadFile] = []
         masks: list[UploadFile] = []

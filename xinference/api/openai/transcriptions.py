@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
 import math
 from typing import Any, AsyncIterator, Literal
@@ -28,9 +27,10 @@ from xinference.api.gateway.keep_alive import note_keep_alive
 from xinference.api.gateway.routes import Replica, Route, RouteTable
 from xinference.api.openai.audio_files import check_upload, decode_audio, max_upload_bytes
 from xinference.api.openai.embeddings import check_model_type
+from xinference.api.openai.multipart import open_form
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.api.sse import encode_frames
-from xinference.errors import EngineError, InvalidRequest, ModelUnavailable, RequestTooLarge, XinferenceError
+from xinference.errors import EngineError, InvalidRequest, XinferenceError
 
 __all__ = [
     "TranscriptionForm",
@@ -45,8 +45,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ResponseFormat = Literal["json", "text", "srt", "verbose_json", "vtt"]
-#: Multipart overhead allowed beside the file before a Content-Length alone says the upload is too large.
-_FORM_OVERHEAD = 1024 * 1024
 #: Longest wait for one pull of a streamed transcription (a segment of a long file may take this long on a CPU).
 _PULL_WAIT = 5.0
 
@@ -159,22 +157,15 @@ def render(result: dict[str, Any], form: TranscriptionForm, task: str) -> Respon
 async def read_form(request: Request, task: str) -> tuple[TranscriptionForm, bytes]:
     """The validated form fields and the decoded samples of ``file``; 400/413 naming what is wrong."""
     limit = max_upload_bytes()
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit + _FORM_OVERHEAD:
-        raise RequestTooLarge(
-            f"the request is {int(length) / 1024**2:.1f} MiB; audio files are limited to {limit / 1024**2:.0f} MiB",
-            param="file",
-        )
-    if importlib.util.find_spec("python_multipart") is None:
-        raise ModelUnavailable(
-            "reading uploads needs python-multipart on the API server: pip install 'xinference[audio]'"
-        )
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise InvalidRequest("send the audio as multipart/form-data with a 'file' part", param="file")
-    try:
-        form = await request.form(max_files=1, max_fields=64)
-    except Exception as exc:  # noqa: BLE001 - Starlette's parser errors: a malformed body is the client's
-        raise InvalidRequest(f"could not read the multipart form: {exc}", param="file") from None
+    form = await open_form(
+        request,
+        files_bytes=limit,
+        too_large=f"audio files are limited to {limit / 1024**2:.0f} MiB",
+        extra="audio",
+        not_multipart="send the audio as multipart/form-data with a 'file' part",
+        param="file",
+        max_files=1,
+    )
     try:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):

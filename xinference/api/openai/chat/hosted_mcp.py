@@ -22,13 +22,23 @@ into its own items: ``mcp_list_tools`` (a server's tools), ``mcp_call`` (a call 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable
 
-from xinference.errors import McpError
+from xinference.api.mcp.manager import ToolInfo
+from xinference.api.mcp.tools import (
+    ToolCaller,
+    add_call_delta,
+    add_usage,
+    calls_chunk,
+    chat_tool,
+    client_tool_names,
+    expose_names,
+    later_choice,
+    run_call,
+    tool_message,
+)
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -42,16 +52,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ROUNDS = 8
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 #: opens one streamed chat turn: (messages, tools, tool_choice) -> its chunk batches
 OpenTurn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, Any], Awaitable[AsyncIterator[list[Any]]]]
-
-
-class ToolCaller(Protocol):
-    """What runs a server's tools: a configured server of the hub, or a request's own session."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout: float | None = None) -> Any: ...
 
 
 @dataclass
@@ -61,7 +64,7 @@ class HostedServer:
 
     label: str
     caller: ToolCaller
-    tools: list[Any]  # ToolInfo of xinference.api.mcp.manager
+    tools: list[ToolInfo]
     needs_approval: Callable[[str], bool] = lambda name: False
     listed: bool = False
     #: annotations of each tool (read-only hints), as listed
@@ -74,13 +77,10 @@ class HostedTool:
 
     exposed: str
     server: HostedServer
-    info: Any
+    info: ToolInfo
 
     def chat_tool(self) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": self.exposed, "parameters": self.info.input_schema or {"type": "object"}}
-        if self.info.description:
-            function["description"] = self.info.description
-        return {"type": "function", "function": function}
+        return chat_tool(self.exposed, self.info)
 
 
 @dataclass
@@ -97,18 +97,9 @@ class HostedTools:
     def build(
         cls, servers: list[HostedServer], client_tools: list[dict[str, Any]] | None, sessions: list[Any] | None = None
     ) -> HostedTools:
-        client = frozenset(n for n in (_function_name(t) for t in client_tools or []) if n)
-        counts: dict[str, int] = {}
-        for server in servers:
-            for info in server.tools:
-                counts[_safe(info.name)] = counts.get(_safe(info.name), 0) + 1
-        tools: dict[str, HostedTool] = {}
-        for server in servers:
-            for info in server.tools:
-                name = _safe(info.name)
-                if counts[name] > 1 or name in client:
-                    name = f"{_safe(server.label)}__{name}"[:128]
-                tools[name] = HostedTool(name, server, info)
+        client = client_tool_names(client_tools)
+        named = expose_names([(server.label, server.tools) for server in servers], client)
+        tools = {name: HostedTool(name, servers[index], info) for name, index, info in named}
         return cls(servers, tools, client, list(sessions or []))
 
     def chat_tools(self) -> list[dict[str, Any]]:
@@ -125,16 +116,6 @@ class HostedTools:
         self.sessions.clear()
 
 
-def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name)[:128] or "tool"
-
-
-def _function_name(tool: dict[str, Any]) -> str | None:
-    function = tool.get("function") if isinstance(tool, dict) else None
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
-
-
 @dataclass(frozen=True)
 class ResumedCall:
     """A call held for approval by an earlier response, answered in this request: it runs (approved) or is
@@ -143,24 +124,6 @@ class ResumedCall:
     approval_request_id: str
     approve: bool
     reason: str | None = None
-
-
-def _later_choice(choice: Any) -> Any:
-    """After a forced call was made the model must be free to answer."""
-    if choice == "required" or isinstance(choice, dict):
-        return "auto"
-    return choice
-
-
-def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not usage:
-        return total
-    if total is None:
-        return dict(usage)
-    merged = dict(total)
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        merged[key] = int(total.get(key) or 0) + int(usage.get(key) or 0)
-    return merged
 
 
 @dataclass
@@ -183,14 +146,7 @@ class _Turn:
         choice = choices[0]
         delta = dict(choice.get("delta") or {})
         for call in delta.pop("tool_calls", None) or []:
-            slot = self.calls.setdefault(
-                int(call.get("index") or 0), {"type": "function", "function": {"name": "", "arguments": ""}}
-            )
-            if call.get("id"):
-                slot["id"] = call["id"]
-            function = call.get("function") or {}
-            slot["function"]["name"] += function.get("name") or ""
-            slot["function"]["arguments"] += function.get("arguments") or ""
+            add_call_delta(self.calls, call)
         self.content += delta.get("content") or ""
         self.reasoning += delta.get("reasoning_content") or ""
         if choice.get("finish_reason"):
@@ -277,7 +233,7 @@ class HostedRun:
                     if out:
                         yield out
             batches = None
-            usage = _add_usage(usage, turn.usage)
+            usage = add_usage(usage, turn.usage)
             calls = [self._with_id(turn.calls[i]) for i in sorted(turn.calls)]
             mine = [c for c in calls if c["function"]["name"] not in self.tools.client_tools]
             theirs = [c for c in calls if c["function"]["name"] in self.tools.client_tools]
@@ -285,7 +241,7 @@ class HostedRun:
                 async for batch in self._run_calls(turn, mine, theirs, template):
                     yield batch
                 if not theirs and not self.approvals:
-                    choice, rounds = _later_choice(choice), rounds + 1
+                    choice, rounds = later_choice(choice), rounds + 1
                     continue
             else:
                 self.messages.append(turn.message(theirs))
@@ -304,7 +260,7 @@ class HostedRun:
             record = self._record(call)
             async for batch in self._execute(record, call, template):
                 yield batch
-            self.messages.append(_tool_message(record))
+            self.messages.append(tool_message(record))
         for call in held:
             tool = self.tools.tools[call["function"]["name"]]
             request = {
@@ -327,7 +283,7 @@ class HostedRun:
         else:
             record["error"] = "the user did not approve this call" + (f": {resumed.reason}" if resumed.reason else "")
             record["status"] = "failed"
-        self.messages.insert(position, _tool_message(record))
+        self.messages.insert(position, tool_message(record))
 
     def _find_call(self, call_id: str) -> tuple[int, dict[str, Any] | None]:
         """Where the tool result of held call ``call_id`` goes (after its turn and the results already there)."""
@@ -370,27 +326,15 @@ class HostedRun:
     ) -> AsyncIterator[list[dict[str, Any]]]:
         yield [{**template, "choices": [], "mcp_call": dict(record)}]
         tool = self.tools.tools.get(call["function"]["name"])
-        if tool is None:
-            offered = sorted([*self.tools.tools, *self.tools.client_tools])
-            record["error"] = f"no tool named {record['name']!r}; the tools are: {', '.join(offered) or 'none'}"
-            record["error_kind"] = "protocol"
-        else:
-            try:
-                arguments = json.loads(record["arguments"])
-                if not isinstance(arguments, dict):
-                    raise ValueError("the arguments must be a JSON object")
-            except ValueError as exc:
-                record["error"], record["error_kind"] = f"invalid arguments for {tool.info.name!r}: {exc}", "protocol"
-            else:
-                try:
-                    result = await tool.server.caller.call_tool(tool.info.name, arguments, self._timeout)
-                except McpError as exc:
-                    record["error"], record["error_kind"] = exc.message, "protocol"
-                else:
-                    if result.is_error:
-                        record["error"], record["error_kind"] = result.output or "the tool reported an error", "tool"
-                    else:
-                        record["output"] = result.output
+        outcome = await run_call(
+            tool.server.caller if tool is not None else None,
+            record["name"],
+            record["arguments"],
+            self._timeout,
+            shown_as=record["name"],
+            offered=[*self.tools.tools, *self.tools.client_tools],
+        )
+        record["output"], record["error"], record["error_kind"] = outcome.output, outcome.error, outcome.error_kind
         record["status"] = "failed" if record["error"] is not None else "completed"
         yield [{**template, "choices": [], "mcp_call": dict(record)}]
 
@@ -420,11 +364,7 @@ class HostedRun:
     ) -> list[dict[str, Any]]:
         tail: list[dict[str, Any]] = []
         if theirs:
-            deltas = [
-                {"index": n, "id": c["id"], "type": "function", "function": dict(c["function"])}
-                for n, c in enumerate(theirs)
-            ]
-            tail.append({**template, "choices": [{"index": 0, "delta": {"tool_calls": deltas}, "finish_reason": None}]})
+            tail.append(calls_chunk(template, theirs))
         finish = turn.finish or {**template, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         if made_mcp_calls and not theirs:
             finish["choices"][0]["finish_reason"] = "stop"
@@ -432,8 +372,3 @@ class HostedRun:
         if usage is not None:
             tail.append({**template, "choices": [], "usage": usage})
         return tail
-
-
-def _tool_message(record: dict[str, Any]) -> dict[str, Any]:
-    content = record["output"] if record["error"] is None else f"Error: {record['error']}"
-    return {"role": "tool", "tool_call_id": record["id"], "content": content or ""}
