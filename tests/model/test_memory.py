@@ -160,3 +160,28 @@ def test_vllm_reserves_its_share_of_the_gpu_and_its_kv_space_on_a_cpu(registry: 
     # on a CPU: weights + the KV space it is given + its processes
     assert check_fit(*args, CPU_24G, {}, engine=VLLMEngine) is None
     assert check_fit(*args, CPU_24G, {"cpu_kvcache_space_gib": 18}, engine=VLLMEngine) is not None
+
+
+def test_llama_cpp_sizes_the_kv_cache_from_the_gguf_header_of_a_local_file(registry: ModelRegistry) -> None:
+    """SmolLM2-135M: 30 blocks x 3 KV heads x (64 + 64) dims x 2 bytes = 23,040 bytes per token, which the
+    parameter-count guess halves; a 2M-token context (45 GiB) must be refused on a 20 GiB machine."""
+    from xinference.engines.llama_cpp.engine import LlamaCppEngine
+
+    family = registry.get("smollm2-instruct")
+    choice = _choice(registry, "smollm2-instruct", "ggufv2", "0_135", "Q4_1")
+    estimate = LlamaCppEngine.estimate_memory(family, choice.spec, choice.quantization, {"n_ctx": 4096}, CPU_24G)
+    assert estimate.kv_cache == 30 * 3 * (64 + 64) * 2 * 4096
+    assert kv_bytes_per_token(0.135) * 4096 < estimate.kv_cache  # the guess it replaces was too low
+    q8 = LlamaCppEngine.estimate_memory(
+        family,
+        choice.spec,
+        choice.quantization,
+        {"n_ctx": 4096, "cache_type_k": "Q8_0", "cache_type_v": "q8_0"},
+        CPU_24G,
+    )
+    assert q8.kv_cache < estimate.kv_cache
+    refusal = check_fit(family, choice.spec, choice.quantization, CPU_24G, {"n_ctx": 2097152}, engine=LlamaCppEngine)
+    assert refusal is not None and "KV cache ~45.0 GiB" in refusal
+    hub = _choice(registry, "qwen3", "ggufv2", 8)  # not on this machine: the guess stays
+    guessed = LlamaCppEngine.estimate_memory(registry.get("qwen3"), hub.spec, "Q4_K_M", {"n_ctx": 4096}, CPU_24G)
+    assert guessed.kv_cache == kv_bytes_per_token(8) * 4096

@@ -83,7 +83,7 @@ def test_launch_chat_stop_and_terminate_from_the_page(page: Any, ui_server: Loca
     problems = watch(page)
     page.goto(f"{ui_server.endpoint}/")  # redirects to /ui/
     assert page.url.endswith("/ui/")
-    page.fill("[data-testid=model-search]", "smollm2")
+    page.fill("[data-testid=model-search]", "smollm2-instruct")
     cards = page.locator(".model-card")
     cards.first.wait_for()
     assert cards.count() == 1

@@ -89,7 +89,7 @@ def with_stand_in_gpus(route: Any) -> None:
 
 def _open_launch_dialog(page: Any, server: LocalServer) -> None:
     page.goto(f"{server.endpoint}/ui/#/launch")
-    page.fill("[data-testid=model-search]", "smollm2")
+    page.fill("[data-testid=model-search]", "smollm2-instruct")
     page.locator(".model-card").first.get_by_role("button", name="Launch").click()
     page.locator("label.engine[data-engine='llama.cpp'] input").wait_for()
 

@@ -19,13 +19,17 @@ from tests.ui.conftest import screenshot, watch
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
+#: the URL server the page adds: the one URL this server lets a runtime add reach (XINFERENCE_MCP_ALLOWED_URLS)
+LATER_URL = f"http://127.0.0.1:{free_port()}/mcp"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     home = tmp_path_factory.mktemp("ui-mcp")
     config = home / "mcp.json"
     down = f"http://127.0.0.1:{free_port()}/mcp"
     config.write_text(json.dumps({"mcpServers": {"tools": stdio_entry(), "down": {"url": down}}}))
-    local = start_local_server(home, "--mcp-config", str(config))
+    local = start_local_server(home, "--mcp-config", str(config), env={"XINFERENCE_MCP_ALLOWED_URLS": LATER_URL})
     try:
         launch = {"model_name": DEFAULT_MODEL, "model_engine": "llama.cpp"}
         response = httpx.post(f"{local.api}/models", json=launch, timeout=300)
@@ -47,7 +51,7 @@ def test_mcp_page_lists_servers_and_adds_one(page: Any, server: LocalServer) -> 
     assert down.locator("[data-testid=mcp-error]").inner_text()  # why it failed
 
     page.fill("[data-testid=mcp-name]", "later")
-    page.fill("[data-testid=mcp-url]", f"http://127.0.0.1:{free_port()}/mcp")
+    page.fill("[data-testid=mcp-url]", LATER_URL)
     page.click("[data-testid=mcp-add]")
     added = page.locator("tr[data-server=later]")
     added.wait_for()

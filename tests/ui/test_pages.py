@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 
 def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) -> None:
     page.goto(f"{server.endpoint}/ui/#/launch")
-    page.fill("[data-testid=model-search]", "smollm2")
+    page.fill("[data-testid=model-search]", "smollm2-instruct")
     page.locator(".model-card").first.get_by_role("button", name="Launch").click()
     page.locator("label.engine[data-engine=Transformers] input").check()  # weights on the hub: offline here
     page.fill("#uid", "offline-try")
@@ -62,7 +62,7 @@ def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) 
 
 def test_a_memory_refusal_is_shown_in_the_dialog(page: Any, server: LocalServer) -> None:
     page.goto(f"{server.endpoint}/ui/#/launch")
-    page.fill("[data-testid=model-search]", "smollm2")
+    page.fill("[data-testid=model-search]", "smollm2-instruct")
     page.locator(".model-card").first.get_by_role("button", name="Launch").click()
     page.locator("details.engine-options summary").click()
     page.fill("#opt-n_ctx", "2097152")  # a 2M-token KV cache: tens of GiB

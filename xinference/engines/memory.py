@@ -45,6 +45,7 @@ __all__ = [
     "kv_bytes_per_token",
     "launch_context",
     "local_weights_bytes",
+    "local_weights_file",
     "size_in_billions",
     "weight_bits",
 ]
@@ -139,6 +140,16 @@ def launch_context(
 def local_weights_bytes(spec: ModelSpec, quantization: str) -> int | None:
     """Size of the weights when they are a single file already on this machine (a bundled GGUF, a ``file://``
     GGUF), else ``None``. Never imports the bundled package and never raises."""
+    path = local_weights_file(spec, quantization)
+    try:
+        return os.path.getsize(path) if path is not None else None
+    except OSError:
+        return None
+
+
+def local_weights_file(spec: ModelSpec, quantization: str) -> str | None:
+    """The weights' path when they are a single file already on this machine (a bundled GGUF, a ``file://`` GGUF),
+    else ``None``. Never imports the bundled package and never raises."""
     path: str | None = None
     try:
         if spec.bundled is not None and spec.bundled.resolver is None and spec.bundled.file:
@@ -150,7 +161,7 @@ def local_weights_bytes(spec: ModelSpec, quantization: str) -> int | None:
             if os.path.isdir(path) and spec.model_file_name_template:
                 path = os.path.join(path, spec.model_file_name_template.format(quantization=quantization))
         if path is not None and os.path.isfile(path):
-            return os.path.getsize(path)
+            return path
     except (ImportError, ValueError, OSError):
         return None
     return None

@@ -255,6 +255,16 @@ class GpuLayers:
     note: str
 
 
+def kv_bytes_per_layer(
+    info: GgufInfo, n_ctx: int, cache_type_k: str | None = None, cache_type_v: str | None = None
+) -> int:
+    """Bytes of KV cache one repeating block holds for ``n_ctx`` tokens, from the GGUF header (K and V heads times
+    their lengths, at the cache types' sizes; 16-bit by default)."""
+    k_bytes = _KV_BYTES.get(cache_type_k or "f16", 2.0)
+    v_bytes = _KV_BYTES.get(cache_type_v or "f16", 2.0)
+    return int(n_ctx * info.n_head_kv * (info.key_length * k_bytes + info.value_length * v_bytes))
+
+
 def estimate_gpu_layers(
     info: GgufInfo, free_bytes: int, *, n_ctx: int, cache_type_k: str | None = None, cache_type_v: str | None = None
 ) -> GpuLayers:
@@ -265,9 +275,7 @@ def estimate_gpu_layers(
     still run out of memory with unusual architectures, and ``n_gpu_layers`` overrides it.
     """
     gib = 1 << 30
-    k_bytes = _KV_BYTES.get(cache_type_k or "f16", 2.0)
-    v_bytes = _KV_BYTES.get(cache_type_v or "f16", 2.0)
-    kv_per_layer = int(n_ctx * info.n_head_kv * (info.key_length * k_bytes + info.value_length * v_bytes))
+    kv_per_layer = kv_bytes_per_layer(info, n_ctx, cache_type_k, cache_type_v)
     per_layer = info.layer_bytes + kv_per_layer
     budget = free_bytes - GPU_RESERVE_BYTES - info.other_bytes
     blocks = info.block_count

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
@@ -33,6 +35,7 @@ from xinference.engines.llama_cpp.config import (
     LlamaCppConfig,
     ResolvedLlamaCppConfig,
     estimate_gpu_layers,
+    kv_bytes_per_layer,
 )
 from xinference.engines.llama_cpp.params_tree import load_tree
 from xinference.engines.llama_cpp.pooling import (
@@ -45,6 +48,7 @@ from xinference.engines.llama_cpp.pooling import (
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
 from xinference.engines.llama_cpp.vision import check_projector, has_images, image_messages, without_image_data
+from xinference.engines.memory import MemoryEstimate, local_weights_file
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -55,6 +59,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.chat_template import find_chat_template
+from xinference.model.gguf_info import read_gguf_info
 from xinference.model.parsers.postprocess import (
     BARE_JSON_CALLS,
     ChatOutputParser,
@@ -206,6 +211,36 @@ class LlamaCppEngine(Engine):
         if family.model_type in ("embedding", "rerank") and spec.model_format != "ggufv2":
             return Verdict.reject(f"llama.cpp serves {family.model_type} models only in GGUF, not {spec.model_format}")
         return super().match(family, spec, hardware)
+
+    @classmethod
+    def estimate_memory(
+        cls,
+        family: ModelFamily,
+        spec: ModelSpec,
+        quantization: str,
+        engine_kwargs: dict[str, Any],
+        hardware: HardwareInfo,
+    ) -> MemoryEstimate:
+        """The default estimate, with the KV cache read off the GGUF header when the file is on this machine (a
+        bundled or ``file://`` model): the guess from the parameter count is off by 2x or more for models with many
+        layers and few KV heads (SmolLM2-135M holds 23 KiB per token; the guess was 11), which let a launch the
+        machine cannot hold past the check and fail inside llama.cpp instead."""
+        estimate = super().estimate_memory(family, spec, quantization, engine_kwargs, hardware)
+        path = local_weights_file(spec, quantization) if family.model_type == "LLM" else None
+        if path is None:
+            return estimate
+        try:
+            info = read_gguf_info(path)
+        except (OSError, ValueError, struct.error):
+            return estimate
+        k_type, v_type = engine_kwargs.get("cache_type_k"), engine_kwargs.get("cache_type_v")
+        per_layer = kv_bytes_per_layer(
+            info,
+            estimate.context,
+            k_type.lower() if isinstance(k_type, str) else None,
+            v_type.lower() if isinstance(v_type, str) else None,
+        )
+        return dataclasses.replace(estimate, kv_cache=info.block_count * per_layer)
 
     @classmethod
     def env_recipe(cls, hardware: HardwareInfo) -> EnvRecipe | None:
