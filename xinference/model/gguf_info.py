@@ -7,13 +7,14 @@ and the tensor table, a few MB at most for a 256k-token vocabulary); tensor data
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from xinference.model.chat_template import _ARRAY, _SCALARS, _STRING, _read, _read_string, _skip_value
 
-__all__ = ["GgufInfo", "read_gguf_info", "read_gguf_metadata"]
+__all__ = ["GgufInfo", "gguf_info_of", "read_gguf_info", "read_gguf_metadata"]
 
 _WANTED_ARRAYS = frozenset({"tokenizer.ggml.tokens"})
 
@@ -151,3 +152,16 @@ def read_gguf_metadata(path: str) -> dict[str, Any]:
             else:
                 meta[key] = _value(handle, kind)
     return meta
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_info(path: str, mtime_ns: int, size: int) -> GgufInfo:
+    return read_gguf_info(path)
+
+
+def gguf_info_of(path: str) -> GgufInfo:
+    """:func:`read_gguf_info`, kept per version of the file (its path, size and mtime). For callers on an actor's
+    event loop, such as the supervisor's memory check at every booking: a header with a large vocabulary takes tens
+    of milliseconds to read, which each launch and restart would otherwise spend blocking that loop."""
+    stat = os.stat(path)
+    return _cached_info(path, stat.st_mtime_ns, stat.st_size)

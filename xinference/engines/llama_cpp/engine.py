@@ -59,7 +59,7 @@ from xinference.errors import (
     XinferenceError,
 )
 from xinference.model.chat_template import find_chat_template
-from xinference.model.gguf_info import read_gguf_info
+from xinference.model.gguf_info import gguf_info_of
 from xinference.model.parsers.postprocess import (
     BARE_JSON_CALLS,
     ChatOutputParser,
@@ -230,7 +230,7 @@ class LlamaCppEngine(Engine):
         if path is None:
             return estimate
         try:
-            info = read_gguf_info(path)
+            info = gguf_info_of(path)
         except (OSError, ValueError, struct.error):
             return estimate
         k_type, v_type = engine_kwargs.get("cache_type_k"), engine_kwargs.get("cache_type_v")
