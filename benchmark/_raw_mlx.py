@@ -8,7 +8,8 @@ server gets the same ones, from outside, so that both sides run the same computa
   are links to the originals (:func:`patched_model_dir`);
 - the system's OpenBLAS is preloaded with the platform's thread count (``LD_PRELOAD`` and
   ``OPENBLAS_NUM_THREADS``) instead of the wheel's reference BLAS (:func:`server_env`);
-- decode and prefill batch sizes and the prefill step are the platform's resolved ones (:func:`server_command`).
+- decode and prefill batch sizes, the prefill step and the number of finished requests' KV caches kept for prefix
+  reuse are the platform's resolved ones (:func:`server_command`).
 
 ``mlx_lm.server`` has no ``ignore_eos``; requests to it carry a ``logit_bias`` that bans the end-of-sequence
 tokens instead (:func:`eos_bias`), so both sides generate exactly ``max_tokens``.
@@ -31,7 +32,13 @@ MAX_PREFILL_BATCH = 8
 
 
 def server_command(
-    python: str | Path, model_dir: Path, port: int, *, max_num_seqs: int, prefill_step_size: int
+    python: str | Path,
+    model_dir: Path,
+    port: int,
+    *,
+    max_num_seqs: int,
+    prefill_step_size: int,
+    prompt_cache_size: int | None = None,
 ) -> list[str]:
     """``mlx_lm.server`` serving ``model_dir`` on loopback ``port`` with the platform's batch settings."""
     return [
@@ -50,6 +57,7 @@ def server_command(
         str(min(max_num_seqs, MAX_PREFILL_BATCH)),
         "--prefill-step-size",
         str(prefill_step_size),
+        *(["--prompt-cache-size", str(prompt_cache_size)] if prompt_cache_size is not None else []),
         "--log-level",
         "WARNING",
     ]

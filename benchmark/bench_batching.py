@@ -5,7 +5,11 @@ Both run through ``xinference-local`` over HTTP, like a user's traffic:
 - embeddings: the bundled all-MiniLM-L6-v2 (sentence-transformers engine, request batching); requests per second
   and input tokens per second (the ``usage.prompt_tokens`` the server reports, summed, over the run's wall time)
   with 1, 4 and 16 clients in flight, and the ratio to c=1 (DESIGN target: c=16 >= 3x c=1). Every run embeds
-  sentences no earlier run sent (seeded per run), so no cache anywhere can flatter a level;
+  sentences no earlier run sent (seeded per run), so no cache anywhere can flatter a level. Beside the rates, the
+  CPU milliseconds the platform's processes spent per request at each level (what a shared host's load changes
+  least), and the in-process reference: sentence-transformers itself embedding the c=16 level's sentences 16 at a
+  time in a child process (:mod:`benchmark._st_reference`), right after the platform did (issue 24 target: the
+  platform's c=16 >= 0.9x the reference);
 - Transformers: the bundled SmolLM2-135M GGUF converted to safetensors (``benchmark/_weights.py``), registered as a
   custom pytorch model and served by the Transformers engine with continuous batching; aggregate output tok/s at
   c=1, 4, 8 and 16 and each level's ratio to c=1 (target: c=8 >= 3x c=1).
@@ -20,12 +24,16 @@ import asyncio
 import itertools
 import json
 import random
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from benchmark._proc import start_platform
 from benchmark._weights import converted_smollm2
@@ -155,18 +163,56 @@ async def _embedding_run(
     return {"req_s": len(sentences) / elapsed, "tok_s": tokens / elapsed}
 
 
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User + system CPU seconds of ``processes`` so far (a process that exited counts 0)."""
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def inprocess_reference(sentences: list[str], warmup: list[str], batch: int = 16) -> dict[str, Any]:
+    """sentence-transformers itself embedding ``sentences`` ``batch`` at a time in a child process
+    (:mod:`benchmark._st_reference`): ``req_s``, ``tok_s``, ``cpu_ms_per_req``, ``threads``, ``vectors``."""
+    request = json.dumps({"sentences": sentences, "warmup": warmup, "batch": batch})
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmark._st_reference"],
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the in-process reference failed ({done.returncode}): {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def embedding_rates(
     api: str,
     requests: int = 96,
     levels: tuple[int, ...] = EMBEDDING_LEVELS,
     seed: int | None = None,
     launch_options: dict[str, Any] | None = None,
+    processes: Callable[[], list[psutil.Process]] | None = None,
+    reference: bool = True,
 ) -> dict[str, float]:
     """Launch the bundled embedding model (with ``launch_options``, e.g. ``{"n_threads": 1}``), measure each level,
     unload it.
 
     Returns ``c{level}_req_s`` and ``c{level}_tok_s`` for every level, ``ratio`` (c=16 over c=1 requests/s, the
-    DESIGN figure) and ``ratio_tok`` (the same for tokens/s); ``ratio_c{level}`` for the other levels.
+    DESIGN figure) and ``ratio_tok`` (the same for tokens/s); ``ratio_c{level}`` for the other levels. With
+    ``processes`` (the platform's process tree, e.g. ``Platform.tree``), ``c{level}_cpu_ms`` too: the CPU
+    milliseconds those processes spent per request of the level (warm-up included in both). With ``reference``,
+    the in-process sentence-transformers reference on the highest level's sentences, measured right after it:
+    ``inprocess_req_s``, ``inprocess_tok_s``, ``inprocess_cpu_ms`` and ``ratio_vs_inprocess`` (the platform's
+    requests/s at the highest level over the reference's).
     """
     response = httpx.post(
         f"{api}/models",
@@ -178,15 +224,27 @@ def embedding_rates(
     base = seed if seed is not None else time.time_ns() % 1_000_000_007
     seeds = itertools.count(base * 100)
     results: dict[str, float] = {}
+    low, high = min(levels), max(levels)
+    tree = processes() if processes is not None else []
     try:
         for level in levels:
             warmup = fresh_sentences(min(8, requests), next(seeds))
-            rates = asyncio.run(_embedding_run(api, level, fresh_sentences(requests, next(seeds)), warmup))
+            sentences = fresh_sentences(requests, next(seeds))
+            cpu_before = _cpu_seconds(tree)
+            rates = asyncio.run(_embedding_run(api, level, sentences, warmup))
             results[f"c{level}_req_s"] = rates["req_s"]
             results[f"c{level}_tok_s"] = rates["tok_s"]
+            if tree:
+                results[f"c{level}_cpu_ms"] = (_cpu_seconds(tree) - cpu_before) * 1000 / (len(sentences) + len(warmup))
+            if reference and level == high:
+                ref = inprocess_reference(sentences, warmup, batch=high)
+                results["inprocess_req_s"] = ref["req_s"]
+                results["inprocess_tok_s"] = ref["tok_s"]
+                results["inprocess_cpu_ms"] = ref["cpu_ms_per_req"]
+                results["inprocess_threads"] = ref["threads"]
+                results["ratio_vs_inprocess"] = rates["req_s"] / ref["req_s"]
     finally:
         httpx.delete(f"{api}/models/{EMBEDDING_MODEL}", timeout=60)
-    low, high = min(levels), max(levels)
     for level in levels:
         if level != low:
             results[f"ratio_c{level}"] = results[f"c{level}_req_s"] / results[f"c{low}_req_s"]
@@ -248,7 +306,9 @@ def run_batching(
         try:
             report: dict[str, Any] = {}
             if "embeddings" in parts:
-                report["embeddings"] = embedding_rates(platform.api, launch_options=embedding_options)
+                report["embeddings"] = embedding_rates(
+                    platform.api, launch_options=embedding_options, processes=platform.tree
+                )
             if "transformers" in parts:
                 report["transformers"] = transformers_rates(platform.api)
             return report
@@ -276,6 +336,14 @@ def main() -> None:
         emb = report["embeddings"]
         print(f"embeddings req/s: {_levels_line(emb, 'req_s', EMBEDDING_LEVELS)} ({emb['ratio']:.2f}x)")
         print(f"embeddings tok/s: {_levels_line(emb, 'tok_s', EMBEDDING_LEVELS)} ({emb['ratio_tok']:.2f}x)")
+        if "c1_cpu_ms" in emb:
+            print(f"embeddings platform CPU ms/request: {_levels_line(emb, 'cpu_ms', EMBEDDING_LEVELS)}")
+        if "ratio_vs_inprocess" in emb:
+            print(
+                f"embeddings req/s c=16 / in-process sentence-transformers c=16: {emb['ratio_vs_inprocess']:.2f}x "
+                f"(reference {emb['inprocess_req_s']:.1f} req/s, {emb['inprocess_cpu_ms']:.1f} CPU ms/request, "
+                f"{emb['inprocess_threads']:.0f} torch threads)"
+            )
     if "transformers" in report:
         tf = report["transformers"]
         ratios = ", ".join(f"c={level} {tf[f'ratio_c{level}_c1']:.2f}x" for level in TRANSFORMERS_LEVELS[1:])

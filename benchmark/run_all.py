@@ -2,12 +2,18 @@
 
     python -m benchmark.run_all            # 7 rounds: an estimated 45-60 minutes on 2 idle cores (make bench)
     python -m benchmark.run_all --skip-engines --skip-engine-launch   # llama.cpp only, ~6 minutes
+    python -m benchmark.run_all --with-original      # also the original Xinference (installs its venv: minutes)
 
 Runs, each starting and stopping its own servers: :mod:`benchmark.bench_control_plane`,
 :mod:`benchmark.compare_engine` (raw llama.cpp vs the platform), :mod:`benchmark.compare_vllm` and
 :mod:`benchmark.compare_mlx` (each engine's own server vs the platform), :mod:`benchmark.engine_launch` (install,
-launch and first token per engine) and :mod:`benchmark.bench_batching`. Studies other scripts leave in the output
-folder (``scale.json``, ``defaults.json``) are read and rendered too. Then it writes
+launch and first token per engine), :mod:`benchmark.bench_batching`, the audio comparisons
+(:mod:`benchmark.compare_stt` against raw faster-whisper, :mod:`benchmark.compare_tts` against raw piper; short
+clips, ~2 minutes) and :mod:`benchmark.compare_images` (seconds per image against the raw diffusers pipeline, on a
+tiny pipeline built here: the platform's overhead, ~1 minute); with ``--with-original``,
+:mod:`benchmark.compare_original` (the original Xinference from PyPI in its own venv, beside raw llama.cpp and
+ours). Studies other scripts leave in the output folder (``scale.json``, ``defaults.json``) are read and rendered
+too. Then it writes
 ``benchmark/results/latest.json`` (every figure) and ``benchmark/results/latest.md`` (machine facts, the figures,
 each target with met/missed, and the gaps; see :mod:`benchmark.report`). The hand-written part of ``latest.md``
 between ``<!-- notes -->`` and ``<!-- /notes -->`` is kept when the file is rewritten. An engine whose comparison
@@ -40,7 +46,9 @@ from benchmark.bench_batching import run_batching
 from benchmark.bench_control_plane import ControlPlaneConfig, run_control_plane
 from benchmark.bench_serving import parse_concurrency
 from benchmark.compare_engine import CompareConfig, run_compare
+from benchmark.compare_images import ImageConfig
 from benchmark.engine_launch import EngineLaunchConfig, run_engine_launches
+from benchmark.intervals import MIN_ROUNDS
 from benchmark.report import DEFAULT_NOTES, NOTES_END, NOTES_START, extract_notes, noise_warning, render_markdown
 from benchmark.targets import Verdict, evaluate_targets
 
@@ -189,6 +197,57 @@ def _engine_compare(name: str, args: argparse.Namespace, log: Callable[[str], No
         return {"error": str(exc)[:1000]}
 
 
+#: Texts of the text-to-speech part of ``run_all``: the four shortest of compare_tts's (a short run)
+AUDIO_TTS_TEXTS = 4
+#: Clips per round of the speech-to-text part (each two or three sentences)
+AUDIO_STT_CLIPS = 2
+
+
+def _guarded(name: str, log: Callable[[str], None], call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``call()``, or ``{"error": ...}`` when it fails, so that the other sections still run."""
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - any failure of one comparison is reported, not raised
+        log(f"{name}: failed: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+
+
+def _audio(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Speech to text and text to speech against their raw engines, short clips, ``--audio-rounds`` rounds."""
+    from benchmark import compare_stt, compare_tts
+
+    levels = tuple(args.audio_levels)
+    texts = sorted(compare_tts.TEXTS, key=len)[:AUDIO_TTS_TEXTS]
+    return {
+        "stt": _guarded(
+            "speech to text",
+            log,
+            lambda: compare_stt.run_comparison(args.audio_rounds, levels, AUDIO_STT_CLIPS),
+        ),
+        "tts": _guarded("text to speech", log, lambda: compare_tts.run_comparison(args.audio_rounds, levels, texts)),
+    }
+
+
+def _images(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    from benchmark.compare_images import run_comparison
+
+    config = ImageConfig(rounds=args.image_rounds, images=args.images_per_round)
+    return _guarded("images", log, lambda: run_comparison(config, log=log))
+
+
+def _original(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    from benchmark.compare_original import OriginalConfig, run_and_write
+
+    config = OriginalConfig(
+        version=args.original_version,
+        rounds=args.original_rounds,
+        concurrency=tuple(args.concurrency),
+        num_prompts=args.num_prompts,
+        max_tokens=args.max_tokens,
+    )
+    return run_and_write(config, args.out_dir, log)
+
+
 def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every section not skipped, in order; returns the report that :func:`render_markdown` writes up."""
     report: dict[str, Any] = {"machine": machine_facts()}
@@ -210,6 +269,15 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     if not args.skip_batching:
         log("== batching: embeddings and Transformers ==")
         report["batching"] = run_batching()
+    if not args.skip_audio:
+        log("== audio: speech to text vs faster-whisper, text to speech vs piper ==")
+        report["audio"] = _audio(args, log)
+    if not args.skip_images:
+        log("== images: /v1/images/generations vs the raw diffusers pipeline ==")
+        report["images"] = _images(args, log)
+    if args.with_original:
+        log("== the original Xinference vs raw llama.cpp and ours ==")
+        report["original"] = _original(args, log)
     report.update(load_studies(args.out_dir))
     report["machine"]["load_average_end"] = list(os.getloadavg())
     report["duration_seconds"] = time.perf_counter() - started
@@ -283,7 +351,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-engines", action="store_true", help="no vLLM/MLX comparisons")
     parser.add_argument("--skip-engine-launch", action="store_true")
     parser.add_argument("--skip-batching", action="store_true")
-    return parser.parse_args(argv)
+    parser.add_argument("--skip-audio", action="store_true", help="no speech-to-text / text-to-speech comparisons")
+    parser.add_argument("--skip-images", action="store_true", help="no image-generation comparison")
+    parser.add_argument("--audio-rounds", type=_at_least_one, default=MIN_ROUNDS)
+    parser.add_argument("--audio-levels", type=parse_concurrency, default=[1, 4])
+    parser.add_argument("--image-rounds", type=_at_least_one, default=MIN_ROUNDS)
+    parser.add_argument("--images-per-round", type=_at_least_one, default=ImageConfig().images)
+    parser.add_argument(
+        "--with-original",
+        action="store_true",
+        help="also the original Xinference from PyPI, in its own venv (installed on first use: minutes, ~1.5 GB)",
+    )
+    parser.add_argument("--original-version", default=None, help="its version (default: compare_original's)")
+    parser.add_argument("--original-rounds", type=_at_least_one, default=3)
+    args = parser.parse_args(argv)
+    if args.original_version is None:
+        from benchmark.compare_original import DEFAULT_VERSION
+
+        args.original_version = DEFAULT_VERSION
+    return args
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

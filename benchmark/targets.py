@@ -23,6 +23,8 @@ RATIO_MIN = 0.98
 TTFT_ADDED_MAX_MS = 3.0
 PLATFORM_CPU_MAX_MS = 0.3
 BATCHING_GAIN_MIN = 3.0
+#: the platform at c=16 against sentence-transformers encoding the same inputs in one process (issue 24)
+EMBEDDINGS_VS_INPROCESS_MIN = 0.9
 #: issue 24 item 5 (DESIGN §6 asked for 3 s and 300 MiB)
 READY_MAX_SECONDS = 0.5
 IDLE_RSS_MAX_MIB = 100.0
@@ -201,6 +203,16 @@ def _batching_verdicts(batching: dict[str, Any]) -> list[Verdict]:
                 "x",
             )
         )
+    if "ratio_vs_inprocess" in emb:
+        verdicts.append(
+            Verdict(
+                "embeddings req/s c=16, platform / in-process sentence-transformers",
+                emb["ratio_vs_inprocess"],
+                f">= {EMBEDDINGS_VS_INPROCESS_MIN:g}",
+                _check(emb["ratio_vs_inprocess"], lambda v: v >= EMBEDDINGS_VS_INPROCESS_MIN),
+                "x",
+            )
+        )
     if "ratio_c8_c1" in tf:
         verdicts.append(
             Verdict(
@@ -214,8 +226,45 @@ def _batching_verdicts(batching: dict[str, Any]) -> list[Verdict]:
     return verdicts
 
 
+def _media_verdicts(report: dict[str, Any]) -> list[Verdict]:
+    """Audio and images against their raw engines (:mod:`benchmark.report_media`), each at the parity ratio."""
+    from benchmark.report_media import media_figures
+
+    return [
+        judged(name, value, estimate, f">= {RATIO_MIN}", RATIO_MIN, "min", unit, detail)
+        for name, value, estimate, unit, detail in media_figures(report)
+    ]
+
+
+def _generic_verdicts(report: dict[str, Any]) -> list[Verdict]:
+    """``report["figures"]``: figures any benchmark adds, judged as they say (see :mod:`benchmark.report_media`)."""
+    from benchmark.report_media import generic_figures
+
+    verdicts = []
+    for figure in generic_figures(report):
+        bound = float(figure["bound"])
+        direction = figure["direction"]
+        strict = bool(figure.get("strict"))
+        sign = (">" if strict else ">=") if direction == "min" else ("<" if strict else "<=")
+        verdicts.append(
+            judged(
+                str(figure["name"]),
+                figure.get("value"),
+                figure.get("estimate"),
+                str(figure.get("target") or f"{sign} {bound:g}"),
+                bound,
+                direction,
+                str(figure.get("unit", "")),
+                str(figure.get("detail", "")),
+                strict,
+            )
+        )
+    return verdicts
+
+
 def evaluate_targets(report: dict[str, Any]) -> list[Verdict]:
-    """Engine parity per concurrency level (llama.cpp, then every other engine), control plane, batching."""
+    """Engine parity per concurrency level (llama.cpp, then every other engine), control plane, batching, audio
+    and images, then any figure a benchmark added under ``report["figures"]``."""
     compare = report.get("compare") or {}
     slots = (compare.get("engine_settings") or {}).get("n_parallel", 0)
     verdicts = parity_verdicts(compare, "", slots, "API process + model actor's event loop (lower bound)")
@@ -232,4 +281,6 @@ def evaluate_targets(report: dict[str, Any]) -> list[Verdict]:
         verdicts += _control_verdicts(report["control_plane"])
     if report.get("batching"):
         verdicts += _batching_verdicts(report["batching"])
+    verdicts += _media_verdicts(report)
+    verdicts += _generic_verdicts(report)
     return verdicts

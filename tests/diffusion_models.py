@@ -3,7 +3,8 @@ weights, ~0.5 MB): a UNet2D conditioned on a 2-layer CLIP text encoder, a 2-bloc
 tokenizer whose vocabulary is written here (letters only, no hub). Its images mean nothing, but every step runs the
 real pipeline code: sizes, batches, seeds, image-to-image and inpainting.
 
-Shared by the engine, API, client and UI tests, with the registration body of a custom image model on it.
+Shared by the engine, API, client and UI tests (with the registration body of a custom image model on it) and by
+``benchmark/compare_images.py``.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def _tokenizer(folder: Path) -> Any:
     )
 
 
-def build_tiny_sd(target: Path) -> Path:
-    """The pipeline saved with ``save_pretrained`` in ``target`` (built once; later calls reuse it)."""
+def build_tiny_sd(target: Path, channels: tuple[int, int] = (8, 16)) -> Path:
+    """The pipeline saved with ``save_pretrained`` in ``target`` (built once; later calls reuse it), its UNet's two
+    blocks ``channels`` wide (``benchmark/compare_images.py`` builds a wider one to time)."""
     if (target / "model_index.json").exists():
         return target
     import torch
@@ -51,7 +53,7 @@ def build_tiny_sd(target: Path) -> Path:
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        block_out_channels=(8, 16),
+        block_out_channels=channels,
         layers_per_block=1,
         sample_size=32,
         in_channels=4,

@@ -119,7 +119,17 @@ def test_run_level_measures_audio_seconds_from_the_wav_files() -> None:
 def test_raw_side_takes_the_settings_the_platform_reports() -> None:
     local = {"compute_type": "int8", "num_workers": 1, "cpu_threads": 2, "beam_size": 5, "device": "cpu"}
     served = {"compute_type": "int8", "num_workers": 2, "cpu_threads": 1, "beam_size": 5, "device": "cpu"}
-    assert same_settings(local, served) == {"compute_type": "int8", "num_workers": 2, "cpu_threads": 1, "beam_size": 5}
+    assert same_settings(local, served) == {
+        "compute_type": "int8",
+        "num_workers": 2,
+        "cpu_threads": 1,
+        "beam_size": 5,
+        "device": "cpu",
+    }
     assert same_settings(local, {})["cpu_threads"] == 2
-    with pytest.raises(RuntimeError, match="CPU"):
+    with pytest.raises(RuntimeError, match="this comparison is for cpu"):
         same_settings(local, {"device": "cuda"})
+    on_gpu = same_settings(local, {"device": "cuda", "compute_type": "float16"}, "cuda")
+    assert on_gpu["device"] == "cuda" and on_gpu["compute_type"] == "float16"
+    with pytest.raises(RuntimeError, match="this comparison is for cuda"):
+        same_settings(local, {"device": "cpu"}, "cuda")

@@ -90,11 +90,14 @@ def test_managed_platform_cpu_counts_api_and_actor_and_compares_engines() -> Non
 
 
 def test_mlx_server_command_uses_the_platforms_batch_settings(tmp_path: Path) -> None:
-    command = _raw_mlx.server_command("/envs/mlx/bin/python", tmp_path, 8123, max_num_seqs=16, prefill_step_size=512)
+    command = _raw_mlx.server_command(
+        "/envs/mlx/bin/python", tmp_path, 8123, max_num_seqs=16, prefill_step_size=512, prompt_cache_size=0
+    )
     assert command[:3] == ["/envs/mlx/bin/python", "-m", "mlx_lm.server"]
     pairs = dict(zip(command[3::2], command[4::2], strict=True))
     assert pairs["--decode-concurrency"] == "16" and pairs["--prompt-concurrency"] == "8"
     assert pairs["--prefill-step-size"] == "512" and pairs["--port"] == "8123" and pairs["--host"] == "127.0.0.1"
+    assert pairs["--prompt-cache-size"] == "0"  # prefix reuse off on the platform: off on the raw side too
 
 
 def test_mlx_server_env_preloads_openblas_with_the_platforms_threads() -> None:
@@ -139,10 +142,10 @@ def test_extra_body_reaches_every_request() -> None:
 
 
 def test_mlx_settings_prefer_what_the_platform_reports() -> None:
-    reported = {"max_num_seqs": 6, "prefill_step_size": 256, "n_threads": 3}
+    reported = {"max_num_seqs": 6, "prefill_step_size": 256, "prompt_cache_size": 0, "n_threads": 3}
     assert resolved_settings(reported, CompareConfig(n_parallel=4), cpu_count=2) == reported
     fallback = resolved_settings({}, CompareConfig(n_parallel=4), cpu_count=2)
-    assert fallback == {"max_num_seqs": 4, "prefill_step_size": 512, "n_threads": 2}
+    assert fallback == {"max_num_seqs": 4, "prefill_step_size": 512, "prompt_cache_size": 10, "n_threads": 2}
 
 
 def test_comparison_table_shows_itl_side_by_side() -> None:

@@ -150,3 +150,14 @@ def test_run_all_parses_engine_options() -> None:
     args = run_all.parse_args(["--engines", "MLX", "--engine-rounds", "1", "--engine-concurrency", "1,2"])
     assert args.engines == ["MLX"] and args.engine_rounds == 1 and args.engine_concurrency == [1, 2]
     assert run_all.parse_args([]).engines == ["vLLM", "MLX"]
+
+
+def test_embeddings_are_judged_against_the_in_process_engine_too() -> None:
+    from benchmark.targets import evaluate_targets
+
+    def judged(ratio: float) -> bool | None:
+        report = {"batching": {"embeddings": {"ratio": 2.0, "ratio_vs_inprocess": ratio}}}
+        verdicts = {v.name: v for v in evaluate_targets(report)}
+        return verdicts["embeddings req/s c=16, platform / in-process sentence-transformers"].met
+
+    assert judged(0.95) is True and judged(0.85) is False

@@ -35,12 +35,14 @@ HEAVY_MODULES = (
     "piper",
     "onnxruntime",
     "jinja2",
+    # The MCP SDK (~0.4 s, ~23 MiB): the client hub loads it with its first connection (``api/mcp/link.py``), the
+    # ``/mcp`` server with its first request (``api/mcp_server/http.py``)
+    "mcp",
+    "mcp_types",
+    # Only a request with an image URL (``api/images.py``) or an MCP connection needs an HTTP client
+    "httpx",
+    "httpx2",
 )
-
-#: Imported at start today by the MCP client and server (``api/mcp/``, ``api/mcp_server/``, reached through
-#: ``api/anthropic/``): ``mcp`` costs ~0.5 s and ~70 MiB and brings httpx. Move them into the functions that first
-#: need them, then move these names into HEAVY_MODULES (the xfail below is strict: it fails once they are gone).
-KNOWN_AT_START = ("mcp", "httpx")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,9 +99,32 @@ def test_start_path_imports_no_heavy_library(statement: str) -> None:
     assert heavy == [], f"heavy libraries imported at start: {heavy}\n{details}"
 
 
-@pytest.mark.xfail(strict=True, reason="the MCP client and server are imported at start (KNOWN_AT_START)")
-def test_mcp_is_not_imported_at_start() -> None:
-    assert _imported_heavy("import xinference.deploy.local", heavy=KNOWN_AT_START) == []
+def test_mcp_loads_with_the_first_connection_not_at_start() -> None:
+    """The hub and the ``/mcp`` runner exist without the SDK; the runner's first use loads it and runs the session
+    manager until ``aclose()``."""
+    statement = textwrap.dedent(
+        """
+        import asyncio
+        from starlette.datastructures import State
+        from xinference.api.mcp.manager import McpHub
+        from xinference.api.mcp_server.http import McpServerRunner
+
+        async def main():
+            hub = McpHub()
+            await hub.start()
+            runner = McpServerRunner(State())
+            assert "mcp" not in sys.modules and not runner.started
+            manager = await runner.manager()
+            assert runner.started and await runner.manager() is manager
+            assert manager._task_group is not None  # its run() is entered
+            await runner.aclose()
+            assert manager._task_group is None  # and left again
+            await hub.stop()
+
+        asyncio.run(main())
+        """
+    )
+    assert _imported_heavy(statement, heavy=("mcp",)) == ["mcp"]
 
 
 def test_xoscar_still_serializes_and_pandas_still_imports_after_the_lean_start() -> None:
@@ -128,3 +153,61 @@ def test_the_opt_out_gives_xoscar_its_usual_imports() -> None:
     """``XINFERENCE_XOSCAR_FULL_IMPORT=1``: xoscar loads pandas and scipy as it does on its own."""
     heavy = _imported_heavy("import xinference.deploy.local", XINFERENCE_XOSCAR_FULL_IMPORT="1")
     assert "pandas" in heavy and "scipy" in heavy
+
+
+def test_httpx_loads_without_its_command_line_client() -> None:
+    """httpx works as usual, minus ``httpx._main`` (rich, pygments): importable on request, and back in full with the
+    opt-out."""
+    statement = textwrap.dedent(
+        """
+        import xinference
+        import httpx
+        assert callable(httpx.get) and httpx.URL("http://a/b").host == "a"
+        assert "httpx._main" not in sys.modules and "rich" not in sys.modules and "pygments" not in sys.modules
+        import httpx._main  # the block was only for httpx's own __init__
+        """
+    )
+    heavy = ("rich", "pygments", "httpx")
+    assert _imported_heavy(statement, heavy=heavy) == ["httpx", "pygments", "rich"]
+    # with the opt-out, httpx's __init__ imports its command-line client itself (rich is installed here)
+    pytest.importorskip("rich")
+    plain = "import xinference, httpx"
+    assert _imported_heavy(plain, heavy=heavy) == ["httpx"]
+    assert _imported_heavy(plain, heavy=heavy, XINFERENCE_HTTPX_FULL_IMPORT="1") == ["httpx", "pygments", "rich"]
+
+
+_GC_PROBE = textwrap.dedent(
+    """
+    import gc, sys
+    sys.argv[0] = {argv0!r}
+    import xinference.deploy.local
+    import xinference.deploy as deploy
+    print(gc.isenabled(), deploy.gc_paused(), file=sys.stderr)
+    deploy.resume_gc()
+    deploy.resume_gc()  # the second call does nothing
+    print(gc.isenabled(), deploy.gc_paused(), gc.get_freeze_count() > 0, file=sys.stderr)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("argv0", "expected"),
+    [
+        ("/venv/bin/xinference-local", ["False True", "True False True"]),
+        ("/venv/bin/pytest", ["True False", "True False False"]),
+    ],
+    ids=["xinference-local", "imported"],
+)
+def test_the_collector_waits_for_xinference_local_only(argv0: str, expected: list[str]) -> None:
+    """Started as ``xinference-local``, the collector is off until ``resume_gc`` (called once the server is ready);
+    imported any other way, nothing changes."""
+    done = subprocess.run(
+        [sys.executable, "-c", _GC_PROBE.format(argv0=argv0)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-2:] == expected

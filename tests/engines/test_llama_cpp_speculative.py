@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from xinference.engines.base import chunk_dicts
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.speculative import plan_speculation
 from xinference.errors import InvalidRequest
@@ -90,7 +91,7 @@ def streamed_text(engine: LlamaCppEngine, request: dict[str, Any]) -> str:
         done = False
         while not done:
             batch, done = await stream.next_batch()
-            for chunk in batch:
+            for chunk in chunk_dicts(batch):
                 assert "timings" not in chunk
                 for choice in chunk.get("choices") or ():
                     parts.append((choice.get("delta") or {}).get("content") or "")

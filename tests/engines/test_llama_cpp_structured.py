@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from xinference.engines.base import chunk_dicts
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.errors import InvalidRequest, UnsupportedOption
 from xinference.hardware import detect_hardware
@@ -95,7 +96,7 @@ def test_forced_tool_call_streamed(engine) -> None:
         out, done = [], False
         while not done:
             batch, done = await stream.next_batch()
-            out.extend(batch)
+            out.extend(chunk_dicts(batch))
         return out
 
     chunks = asyncio.run(run())
@@ -231,7 +232,7 @@ def test_reasoning_end_to_end_on_llama_cpp() -> None:
             out, done = [], False
             while not done:
                 batch, done = await stream.next_batch()
-                out.extend(batch)
+                out.extend(chunk_dicts(batch))
             return [ch["delta"] for c in out for ch in c["choices"]]
 
         deltas = asyncio.run(streamed())

@@ -17,6 +17,7 @@ from PIL import Image
 
 from tests.conftest import LocalServer
 from tests.vision_gguf_models import IMAGE_TOKENS, tiny_vision_gguf, write_projector
+from xinference.engines.base import chunk_dicts
 from xinference.engines.llama_cpp.engine import LlamaCppEngine
 from xinference.engines.llama_cpp.vision import check_projector, image_messages, without_image_data
 from xinference.errors import InvalidRequest, LaunchFailed
@@ -179,7 +180,7 @@ def test_a_streamed_chat_with_an_image(loop: asyncio.AbstractEventLoop, seeing: 
         done = False
         while not done:
             batch, done = await stream.next_batch()
-            chunks.extend(batch)
+            chunks.extend(chunk_dicts(batch))
         return chunks
 
     chunks = loop.run_until_complete(collect())

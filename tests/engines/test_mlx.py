@@ -146,6 +146,9 @@ def test_options_are_typed_and_sized_for_the_worker() -> None:
     assert isinstance(config, MLXConfig)
     cpu = config.resolve(cpu_count=2, metal=False, context_length=8192)
     assert (cpu.max_num_seqs, cpu.n_threads, cpu.max_model_len, cpu.prefill_step_size) == (4, 2, 8192, 512)
+    assert (cpu.prompt_cache_size, cpu.prompt_cache_mib) == (10, 1024)  # mlx_lm.server keeps 10 too
+    with pytest.raises(InvalidRequest, match="'prompt_cache_mib'"):
+        MLXEngine.parse_config({"prompt_cache_mib": -1})
     assert config.resolve(cpu_count=10, metal=True, context_length=None).max_num_seqs == 16
     chosen = MLXConfig(max_num_seqs=1, max_model_len=512, n_threads=1).resolve(
         cpu_count=8, metal=True, context_length=8192

@@ -362,6 +362,29 @@ def test_logprobs_and_several_choices(loop, engine) -> None:  # type: ignore[no-
     assert 2 <= several["usage"]["completion_tokens"] <= 12  # both choices counted, each at most 6
 
 
+def test_prompt_prefix_reuse_changes_nothing_but_the_work(loop, weights, engine) -> None:  # type: ignore[no-untyped-def]
+    """A prompt starting like a finished request's (the chat template's system prompt at least) is prefilled from
+    the shared prefix on, and answers exactly as a model without the prompt cache does, alone and in a batch."""
+    fresh = _make(loop, weights, "unit-mlx-no-prefix", max_num_seqs=3, max_model_len=512, prompt_cache_mib=0)
+    prompts = ["Name three colors.", "What is 2+2?", "Say hello in French.", "Name three colors. And a fourth?"]
+
+    async def burst(target):  # type: ignore[no-untyped-def]
+        requests = [target.chat({"messages": user(p), "temperature": 0, "max_tokens": 10}) for p in prompts]
+        return [content(r) for r in await asyncio.gather(*requests)]
+
+    try:
+        one_by_one = [content(chat(loop, engine, user(p), temperature=0, max_tokens=10)) for p in prompts]
+        reused = engine.stats()["prompt_tokens_reused"]
+        assert reused >= 3 * 20  # each prompt after the first found at least the system prompt's tokens
+        together = loop.run_until_complete(burst(engine))
+        assert engine.stats()["prompt_tokens_reused"] > reused
+        reference = [content(chat(loop, fresh, user(p), temperature=0, max_tokens=10)) for p in prompts]
+        assert fresh.stats()["prompt_tokens_reused"] == 0
+        assert one_by_one == together == reference
+    finally:
+        loop.run_until_complete(fresh.unload())
+
+
 def test_single_sequence_mode(loop, weights, engine) -> None:  # type: ignore[no-untyped-def]
     solo = _make(loop, weights, "unit-mlx-solo", max_num_seqs=1, max_model_len=512)
     try:

@@ -303,8 +303,130 @@ def test_closed_batcher_fails_queued_and_running_requests_with_503() -> None:
 def test_threads_follow_the_usable_cores_and_the_openmp_wait_policy() -> None:
     from xinference.engines.sentence_transformers.config import SentenceTransformersConfig, usable_cores
 
+    def sized(config: SentenceTransformersConfig, cores: int, **kw: bool) -> tuple[int, int]:
+        resolved = config.resolve(cpu_count=cores, gpu=kw.pop("gpu", False), **kw)
+        return resolved.n_workers, resolved.n_threads
+
     config = SentenceTransformersConfig()
-    assert config.resolve(cpu_count=2, gpu=False).n_threads == 1  # spinning threads: leave a core to the API
-    assert config.resolve(cpu_count=2, gpu=False, passive_wait=True).n_threads == 2
-    assert SentenceTransformersConfig(n_threads=3).resolve(cpu_count=2, gpu=False, passive_wait=True).n_threads == 3
+    assert sized(config, 2) == (1, 1)  # spinning threads: leave a core to the API
+    assert sized(config, 2, passive_wait=True) == (1, 2)  # sleeping threads: every core
+    assert sized(SentenceTransformersConfig(n_threads=3), 2, passive_wait=True) == (1, 3)
+    # several passes at once share the threads, unless the user sized them; never on a GPU
+    assert sized(SentenceTransformersConfig(n_workers=2), 2, passive_wait=True) == (2, 1)
+    assert sized(SentenceTransformersConfig(n_workers=3, n_threads=2), 2, passive_wait=True) == (3, 2)
+    assert sized(SentenceTransformersConfig(n_workers=2), 8, passive_wait=True, gpu=True) == (1, 8)
     assert 1 <= usable_cores(10_000) <= (os.cpu_count() or 1) and usable_cores(1) == 1
+
+
+# -- several forward passes at once (issue 24 item 6) ----------------------------------------------------------------
+def test_batcher_workers_run_passes_side_by_side_and_share_the_queue() -> None:
+    import threading
+
+    # Each pass waits until a second pass is running too: with one pass at a time this would time out.
+    both_running = threading.Barrier(2, timeout=10)
+    passes: list[list[int]] = []
+
+    def forward(items: list[int]) -> list[int]:
+        passes.append(list(items))
+        both_running.wait()
+        return [i * 10 for i in items]
+
+    async def scenario() -> dict[str, int]:
+        batcher = Batcher(forward, max_batch_size=32, window_s=0.05, workers=2)
+        results = await asyncio.gather(*(batcher.submit([i]) for i in range(16)))
+        assert results == [[i * 10] for i in range(16)]
+        stats = batcher.snapshot()
+        await batcher.close()
+        return stats
+
+    stats = asyncio.run(scenario())
+    # the two idle workers took half the queue each, in arrival order
+    assert sorted(len(p) for p in passes) == [8, 8] and sorted(passes) == [list(range(8)), list(range(8, 16))]
+    assert stats["forward_passes"] == 2 and stats["max_parallel_passes"] == 2 and stats["requests"] == 16
+    with pytest.raises(ValueError, match="workers"):
+        Batcher(forward, max_batch_size=4, window_s=0.0, workers=0)
+
+
+def test_closing_a_batcher_with_two_passes_running_fails_both_with_503() -> None:
+    import threading
+
+    from xinference.errors import ModelUnavailable
+
+    release = threading.Event()
+
+    def slow(items: list[int]) -> list[int]:
+        release.wait(10)
+        return items
+
+    async def scenario() -> list[object]:
+        batcher = Batcher(slow, max_batch_size=1, window_s=0.0, workers=2)
+        running = [asyncio.ensure_future(batcher.submit([i])) for i in range(3)]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(batcher._serving) == 2:
+                break
+        assert len(batcher._serving) == 2  # the third request waits for a free worker
+        await batcher.close()
+        release.set()
+        return list(await asyncio.wait_for(asyncio.gather(*running, return_exceptions=True), 10))
+
+    outcomes = asyncio.run(scenario())
+    assert len(outcomes) == 3 and all(isinstance(o, ModelUnavailable) for o in outcomes), outcomes
+
+
+@pytest.fixture(scope="module")
+def pair_embedder(loop):
+    family = ModelRegistry().get("all-MiniLM-L6-v2")
+    path = resolve_model_path(family.model_specs[0], "none")
+    engine = make_engine(family, path, "unit-minilm-pair", batch_window_ms=20, n_workers=2, n_threads=1)
+    loop.run_until_complete(engine.load())
+    yield engine
+    loop.run_until_complete(engine.unload())
+
+
+def test_two_workers_embed_concurrent_requests_like_one_at_a_time(loop, pair_embedder) -> None:
+    engine = pair_embedder
+    assert engine._direct and engine.stats()["workers"] == 2
+    words = "river engine quietly harbour lantern orbit copper meadow signal winter ledger falcon".split()
+    texts = [f"Note {i}: " + " ".join(words[: 2 + (i * 5) % 11] * (1 + i % 3)) for i in range(16)]
+    before = engine.stats()
+
+    async def burst() -> list[dict[str, object]]:
+        return list(await asyncio.gather(*(engine.embed({"input": [text]}) for text in texts)))
+
+    replies = loop.run_until_complete(burst())
+    after = engine.stats()
+    got = np.array([r["data"][0]["embedding"] for r in replies])  # type: ignore[index]
+    alone = np.array([engine._model.encode([t], convert_to_numpy=True)[0] for t in texts])
+    assert np.allclose(got, alone, atol=1e-4)
+    tokenizer = engine._model.tokenizer
+    assert [r["usage"]["prompt_tokens"] for r in replies] == [len(tokenizer(t)["input_ids"]) for t in texts]  # type: ignore[index]
+    assert after["requests"] - before["requests"] == 16
+    assert after["forward_passes"] - before["forward_passes"] <= 4  # 16 requests: two passes (a few more at most)
+    assert after["max_parallel_passes"] >= 2 and after["max_requests_per_pass"] >= 4
+
+
+def test_next_round_is_formed_while_the_current_one_computes() -> None:
+    """One worker, two rounds in flight (the engine's default ``queued_rounds=1``): a burst is split over two
+    passes, and the second is already formed and queued while the first computes, so the model never idles
+    between them waiting for requests to come back."""
+    passes: list[list[int]] = []
+    in_flight: list[int] = []
+    holder: dict[str, Batcher[int, int]] = {}
+
+    def forward(items: list[int]) -> list[int]:
+        passes.append(list(items))
+        in_flight.append(len(holder["batcher"]._serving))
+        return items
+
+    async def scenario() -> dict[str, int]:
+        batcher = holder["batcher"] = Batcher(forward, max_batch_size=32, window_s=0.05, workers=1, rounds=2)
+        results = await asyncio.gather(*(batcher.submit([i]) for i in range(8)))
+        assert results == [[i] for i in range(8)]
+        stats = batcher.snapshot()
+        await batcher.close()
+        return stats
+
+    stats = asyncio.run(scenario())
+    assert passes == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert in_flight[0] == 2 and stats["max_parallel_passes"] == 2

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.machines import linux
 from xinference.engines.memory import (
     GIB,
+    UNKNOWN_PROJECTOR_BYTES,
     available_memory,
     check_fit,
     estimate_memory,
@@ -185,3 +188,47 @@ def test_llama_cpp_sizes_the_kv_cache_from_the_gguf_header_of_a_local_file(regis
     hub = _choice(registry, "qwen3", "ggufv2", 8)  # not on this machine: the guess stays
     guessed = LlamaCppEngine.estimate_memory(registry.get("qwen3"), hub.spec, "Q4_K_M", {"n_ctx": 4096}, CPU_24G)
     assert guessed.kv_cache == kv_bytes_per_token(8) * 4096
+
+
+def test_llama_cpp_counts_the_multimodal_projector(tmp_path: Path, registry: ModelRegistry) -> None:
+    from xinference.engines.llama_cpp.engine import LlamaCppEngine
+    from xinference.model.spec import ModelFamily
+
+    (tmp_path / "model.gguf").write_bytes(b"not a real GGUF: the header read fails and the guess stays")
+    (tmp_path / "mmproj.gguf").write_bytes(b"\0" * 3_000_000)
+    family = ModelFamily.model_validate(
+        {
+            "model_name": "tiny-vision",
+            "model_ability": ["chat", "vision"],
+            "context_length": 2048,
+            "model_specs": [
+                {
+                    "model_format": "ggufv2",
+                    "model_size_in_billions": "0_003",
+                    "quantizations": ["F32"],
+                    "model_uri": f"file://{tmp_path / 'model.gguf'}",
+                    "multimodal_projectors": ["mmproj.gguf"],
+                }
+            ],
+        }
+    )
+    spec = family.model_specs[0]
+    plain = LlamaCppEngine.estimate_memory(family, spec, "F32", {}, CPU_24G)
+    beside = LlamaCppEngine.estimate_memory(family, spec, "F32", {"projector": "mmproj.gguf"}, CPU_24G)
+    assert plain.projector == 0 and beside.projector == 3_000_000
+    assert beside.total == plain.total + 3_000_000
+    absolute = LlamaCppEngine.estimate_memory(
+        family, spec, "F32", {"projector": str(tmp_path / "mmproj.gguf")}, CPU_24G
+    )
+    assert absolute.projector == 3_000_000
+    # weights on the hub: the projector downloads with them, its size is not known here yet
+    hub = _choice(registry, "gemma-3-it", "ggufv2", 4)
+    assert hub.spec.multimodal_projectors
+    unknown = LlamaCppEngine.estimate_memory(
+        hub.family, hub.spec, hub.quantization, {"projector": hub.spec.multimodal_projectors[0]}, CPU_24G
+    )
+    assert unknown.projector == UNKNOWN_PROJECTOR_BYTES
+    tight = linux(ram_free=1).model_copy(update={"ram_free_bytes": plain.total + 1_000_000})
+    assert check_fit(family, spec, "F32", tight, {}, engine=LlamaCppEngine) is None
+    refusal = check_fit(family, spec, "F32", tight, {"projector": "mmproj.gguf"}, engine=LlamaCppEngine)
+    assert refusal is not None and "multimodal projector ~0.0 GiB" in refusal

@@ -80,7 +80,7 @@ def test_the_launch_page_lists_and_launches_audio_models(page: Any, server: Loca
     page.get_by_label("Model type").select_option("audio")
     page.locator(f".model-card[data-model='{WHISPER}']").wait_for()
     types = page.locator(".model-card .badge").all_inner_texts()
-    assert set(types) - {"cached", "custom"} == {"audio"}
+    assert set(types) - {"cached", "bundled", "custom"} == {"audio"}
     assert "text2audio" in page.locator(f".model-card[data-model='{VOICE}'] .tag").all_inner_texts()
     assert "audio2text" in page.locator(f".model-card[data-model='{WHISPER}'] .tag").all_inner_texts()
 

@@ -52,7 +52,7 @@ def test_the_launch_page_lists_image_models(page: Any, server: LocalServer, tiny
     page.get_by_label("Model type").select_option("image")
     page.locator(".model-card[data-model='sd-turbo']").wait_for()
     types = page.locator(".model-card .badge").all_inner_texts()
-    assert set(types) - {"cached", "custom"} == {"image"}
+    assert set(types) - {"cached", "bundled", "custom"} == {"image"}
     assert "text2image" in page.locator(".model-card[data-model='FLUX.1-dev'] .tag").all_inner_texts()
     page.locator(".model-card[data-model='FLUX.1-dev']").get_by_role("button", name="Launch").click()
     reason = page.locator("label.engine[data-engine=diffusers] .reason")

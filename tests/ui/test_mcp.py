@@ -91,7 +91,10 @@ def test_chat_switch_sends_mcp_servers_and_folds_the_calls(page: Any, server: Lo
     page.route("**/v1/chat/completions", answer)
     page.goto(f"{server.endpoint}/ui/#/chat/{DEFAULT_MODEL}")
     switch = page.locator("[data-testid=mcp-switch]")
-    page.wait_for_function("() => !document.querySelector('[data-testid=mcp-switch]').disabled")
+    # the switch is drawn once the chat page has rendered, enabled once the server list has come back
+    page.wait_for_function(
+        "() => { const s = document.querySelector('[data-testid=mcp-switch]'); return s && !s.disabled; }"
+    )
     switch.check()
     page.fill("[data-testid=chat-input]", "What is the capital of France?")
     page.click("[data-testid=send]")

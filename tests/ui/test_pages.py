@@ -60,6 +60,18 @@ def test_a_failed_launch_shows_its_full_message(page: Any, server: LocalServer) 
         assert shown.strip()
 
 
+def test_the_launch_page_lists_models_that_run_offline_first(page: Any, server: LocalServer) -> None:
+    page.goto(f"{server.endpoint}/ui/#/launch")
+    page.locator(".model-card").first.wait_for()
+    bundled = page.locator(".model-card").evaluate_all("cards => cards.map(c => c.dataset.bundled)")
+    first_other = bundled.index("no")
+    assert first_other > 0 and "yes" not in bundled[first_other:], bundled
+    names = page.locator(".model-card").evaluate_all("cards => cards.map(c => c.dataset.model)")
+    assert DEFAULT_MODEL in names[:first_other] and len(names) > 100
+    first = page.locator(".model-card").first
+    assert first.locator(".badge", has_text="bundled").count() + first.locator(".badge", has_text="cached").count()
+
+
 def test_a_memory_refusal_is_shown_in_the_dialog(page: Any, server: LocalServer) -> None:
     page.goto(f"{server.endpoint}/ui/#/launch")
     page.fill("[data-testid=model-search]", "smollm2-instruct")

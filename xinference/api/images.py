@@ -22,10 +22,8 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import urljoin
-
-import httpx
 
 from xinference import settings
 from xinference.errors import InvalidRequest, RequestTooLarge
@@ -37,6 +35,9 @@ from xinference.model.images import (
     decode_image,
     image_parts,
 )
+
+if TYPE_CHECKING:  # httpx (~40 ms of CPU) loads with the first request that carries an image
+    import httpx
 
 __all__ = ["MAX_REDIRECTS", "check_address", "fetch_image", "inline_images"]
 
@@ -110,6 +111,8 @@ async def _target(url: httpx.URL, param: str) -> _Target:
 
 async def _fetch(client: httpx.AsyncClient, url: str, param: str) -> tuple[str, bytes]:
     """(media type, body) of an image URL, following checked redirects."""
+    import httpx
+
     current = httpx.URL(url)
     for _ in range(MAX_REDIRECTS + 1):
         target = await _target(current, param)
@@ -153,6 +156,8 @@ async def _body(response: httpx.Response, param: str) -> tuple[str, bytes]:
 async def fetch_image(url: str, param: str, client: httpx.AsyncClient | None = None) -> tuple[str, bytes]:
     """(media type, bytes) of the image at ``url``, fetched within the bounds of this module's docstring; every
     failure is an :class:`InvalidRequest` (:class:`RequestTooLarge` for size) naming ``param``."""
+    import httpx
+
     timeout = settings.image_fetch_timeout()
     try:
         if client is not None:
@@ -168,6 +173,8 @@ async def fetch_image(url: str, param: str, client: httpx.AsyncClient | None = N
 
 
 def _client(timeout: float) -> httpx.AsyncClient:
+    import httpx
+
     # trust_env=False: a proxy from the environment would connect by name, bypassing the address check
     return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False)
 

@@ -32,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from xinference.api.gateway.admission import Ticket, current_route
 from xinference.core.refs import ReplicaRef, SupervisorRef
+from xinference.engines.base import Chunk, chunk_dict, chunk_dicts
 
 __all__ = ["MODEL_STATUSES", "Metrics", "RouteLabelMiddleware", "attach_router", "observe_batch", "with_usage"]
 
@@ -53,7 +54,7 @@ def with_usage(params: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     return False, {**params, "stream_options": {**options, "include_usage": True}}
 
 
-def _carries_text(batch: list[dict[str, Any]]) -> bool:
+def _carries_text(batch: Iterable[dict[str, Any]]) -> bool:
     for chunk in batch:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
@@ -62,13 +63,21 @@ def _carries_text(batch: list[dict[str, Any]]) -> bool:
     return False
 
 
-def observe_batch(ticket: Ticket, batch: list[dict[str, Any]], keep_usage: bool) -> list[dict[str, Any]]:
+def observe_batch(ticket: Ticket, batch: list[Chunk], keep_usage: bool) -> list[Chunk]:
     """Note a streamed batch on its ticket (first token, final usage): a check per batch, never per token.
-    Returns the batch, without the usage the client did not ask for."""
-    if ticket.first_token is None and _carries_text(batch):
+    Returns the batch, without the usage the client did not ask for.
+
+    Chunks passed through as JSON text (``engines.base.Chunk``) are decoded only where a field must be read: until
+    the first text is seen (the first batches), and the last chunk of a batch when its text names ``usage``."""
+    if ticket.first_token is None and _carries_text(chunk_dicts(batch)):
         ticket.mark_first_token()
-    if batch and batch[-1].get("usage"):
-        last = batch[-1]
+    if not batch:
+        return batch
+    last_item = batch[-1]
+    if isinstance(last_item, bytes) and b'"usage"' not in last_item:
+        return batch  # the common case: a token chunk, passed on without a decode
+    last = chunk_dict(last_item)
+    if last.get("usage"):
         ticket.count_usage(last["usage"])
         if not keep_usage:
             if last.get("choices"):

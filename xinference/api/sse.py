@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Union
 
 __all__ = ["DONE_FRAME", "encode_events", "encode_frames"]
 
@@ -13,9 +13,12 @@ DONE_FRAME = b"data: [DONE]\n\n"
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def encode_frames(chunks: Iterable[dict[str, Any]]) -> bytes:
-    """All ``chunks`` as one byte string of SSE frames (one write per pulled batch, not per token)."""
-    return b"".join(b"data: " + _dumps(chunk).encode() + b"\n\n" for chunk in chunks)
+def encode_frames(chunks: Iterable[Union[dict[str, Any], bytes]]) -> bytes:
+    """All ``chunks`` as one byte string of SSE frames (one write per pulled batch, not per token). A chunk that is
+    already JSON text (bytes, see ``engines.base.Chunk``) is written as it is, never decoded."""
+    return b"".join(
+        b"data: " + (chunk if isinstance(chunk, bytes) else _dumps(chunk).encode()) + b"\n\n" for chunk in chunks
+    )
 
 
 def encode_events(events: Iterable[tuple[str, dict[str, Any]]]) -> bytes:

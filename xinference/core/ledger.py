@@ -8,7 +8,10 @@ not hold it yet, so the worker's own report of free memory does not show it).
 
 Plain data, no actors and no clock: the supervisor calls it, tests drive it directly.
 
-A booking moves ``loading`` -> ``running`` -> ``stopping``; ``release`` ends it from any state. A replica that a
+A booking moves ``loading`` -> ``running`` -> ``stopping``; ``release`` ends it from any state. Each move to
+``running`` advances :attr:`Ledger.epoch` and is stamped with it, so a worker report asked for before that move
+(stamped with the epoch it was asked at) is known not to show that replica's memory yet: the report and the
+booking state are read at different times, and a replica can finish loading between the two. A replica that a
 terminate could not reach (its worker did not answer) stays ``stopping``: its process may still hold the GPUs, so
 nothing else is placed on them until the worker confirms or is declared gone.
 """
@@ -40,6 +43,8 @@ class Booking:
     gpus: tuple[int, ...]
     nbytes: int
     state: BookingState = "loading"
+    #: the ledger's epoch when this replica turned ``running`` (0: booked running, already in its worker's report)
+    ran_at: int = 0
 
     def info(self) -> dict[str, Any]:
         return {
@@ -63,6 +68,8 @@ class Ledger:
         #: how many bookings were made and released, for the invariant booked = made - released
         self.made = 0
         self.released = 0
+        #: advanced by every move to ``running``; a worker report is stamped with the epoch it was asked for at
+        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self._bookings)
@@ -103,7 +110,12 @@ class Ledger:
         booking = self._bookings.get(replica_uid)
         if booking is None:
             return None
-        self._bookings[replica_uid] = booking = replace(booking, state=state)
+        if state == "running" and booking.state != "running":
+            self.epoch += 1
+            booking = replace(booking, state=state, ran_at=self.epoch)
+        else:
+            booking = replace(booking, state=state)
+        self._bookings[replica_uid] = booking
         return booking
 
     def release(self, replica_uid: str) -> Booking | None:
@@ -131,13 +143,18 @@ class Ledger:
         """(worker, GPU indices) of every booking: what placement counts as occupied."""
         return [(b.worker, b.gpus) for b in self._bookings.values()]
 
-    def loading(self, worker: str) -> tuple[int, dict[int, int]]:
-        """Memory that replicas still loading on ``worker`` will take: (RAM bytes of CPU replicas, GPU index -> bytes
-        of GPU replicas, split evenly over a replica's GPUs). Running replicas are in the worker's own report."""
+    def loading(self, worker: str, reported_at: int | None = None) -> tuple[int, dict[int, int]]:
+        """Memory that replicas on ``worker`` take beyond a report of it asked for at epoch ``reported_at``: those
+        still loading, and those that turned running after it was asked for (None: only those loading). As (RAM
+        bytes of CPU replicas, GPU index -> bytes of GPU replicas, split evenly over a replica's GPUs). Replicas
+        that ran before the report are in it."""
         ram = 0
         vram: dict[int, int] = {}
         for booking in self._bookings.values():
-            if booking.worker != worker or booking.state != "loading":
+            if booking.worker != worker:
+                continue
+            late = booking.state == "running" and reported_at is not None and booking.ran_at > reported_at
+            if booking.state != "loading" and not late:
                 continue
             if not booking.gpus:
                 ram += booking.nbytes

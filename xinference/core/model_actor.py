@@ -37,7 +37,7 @@ from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.launch import LaunchPlan
 from xinference.core.load_progress import LoadProgress
 from xinference.core.refs import MODEL_UID, Pulled
-from xinference.engines.base import ChunkStream, Engine, wait_any
+from xinference.engines.base import Chunk, ChunkStream, Engine, wait_any
 from xinference.errors import (
     EngineError,
     LaunchFailed,
@@ -394,7 +394,7 @@ class ModelActor(xo.StatelessActor):
         and the streams this actor relays must not wait with it."""
         return await asyncio.to_thread(self._ready().stats)
 
-    async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]:
+    async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[Chunk], bool]:
         """Start a streamed ``chat``, ``completions`` or ``transcriptions`` request; returns (stream id, first
         chunks, done).
 
@@ -424,7 +424,7 @@ class ModelActor(xo.StatelessActor):
             self._streams[stream_id] = _OpenStream(stream, time.monotonic())
         return stream_id, batch, done
 
-    async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]:
+    async def pull(self, stream_id: str) -> tuple[list[Chunk], bool]:
         """Every chunk of one stream produced since its last pull (waits for at least one); ``done`` ends it.
 
         ``pull_many`` of one stream, for callers that read a single stream.

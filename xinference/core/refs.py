@@ -13,12 +13,15 @@ cast to its Protocol.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import xoscar as xo
 
 from xinference.core.launch import LaunchPlan
 from xinference.errors import XinferenceError
+
+if TYPE_CHECKING:
+    from xinference.engines.base import Chunk
 
 __all__ = [
     "MODEL_UID",
@@ -42,7 +45,8 @@ WORKER_UID = "worker"
 MODEL_UID = "model"
 
 #: One stream's share of a ``pull_many`` round: its new chunks, whether it ended, and the error that ended it
-Pulled = tuple[list[dict[str, Any]], bool, XinferenceError | None]
+#: (a chunk is a dict or its final JSON text, see ``engines.base.Chunk``)
+Pulled = tuple[list["Chunk"], bool, XinferenceError | None]
 
 
 class SupervisorRef(Protocol):
@@ -148,8 +152,8 @@ class ReplicaRef(Protocol):
     async def request_progress(self, request_id: str) -> float | None: ...
     async def count_tokens(self, request: dict[str, Any]) -> int: ...
     async def engine_stats(self) -> dict[str, Any]: ...
-    async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[dict[str, Any]], bool]: ...
-    async def pull(self, stream_id: str) -> tuple[list[dict[str, Any]], bool]: ...
+    async def open_stream(self, kind: str, request: dict[str, Any]) -> tuple[str, list[Chunk], bool]: ...
+    async def pull(self, stream_id: str) -> tuple[list[Chunk], bool]: ...
     async def pull_many(self, stream_ids: list[str], max_wait: float | None = None) -> dict[str, Pulled]: ...
     async def wake_pulls(self) -> None: ...
     async def abort(self, stream_id: str) -> bool: ...

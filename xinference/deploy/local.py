@@ -19,6 +19,7 @@ from xinference.api.mcp.config import McpConfig
 from xinference.core.refs import SupervisorRef, WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
+from xinference.deploy import resume_gc
 from xinference.deploy.bootstrap import MCP_CONFIG_HELP, create_pool, read_mcp_config, serve_api, stop_worker
 from xinference.deploy.logs import setup_logging
 
@@ -48,10 +49,12 @@ async def run_local(
         worker = await xo.create_actor(WorkerActor, pool, address, address=address, uid=WorkerActor.default_uid())
         _, serving = await serve_api(address, host, port, log_level, mcp_config)
         logger.info("Xinference ready at http://%s:%d in %.2fs", host, port, time.monotonic() - started)
+        resume_gc()  # the collector waited while the platform loaded and started (see xinference.deploy)
         for name in launch:
             await _launch_default(supervisor, name)
         await serving
     finally:
+        resume_gc()
         logger.info("shutting down")
         if worker is not None:
             await stop_worker(worker)

@@ -18,20 +18,27 @@ Life cycle, inside the model's own subprocess::
 Requests arrive as plain dicts already validated by the API (OpenAI field names). Responses and chunks are
 OpenAI-shaped dicts whose ``model`` is the model uid, never a file path, and which always carry ``usage`` on full
 responses (and on the last chunk when ``stream_options.include_usage`` is set).
+
+A streamed chunk (:data:`Chunk`) is either such a dict or ``bytes``: the JSON text of exactly that dict, already
+final (model uid in place, our field names). An engine whose backend hands it JSON text (a managed server's SSE
+payload, xllamacpp's bytes callback) pushes the text when it needs no change beyond cheap byte-level ones, so no
+process on the way decodes and re-encodes every token: the API writes it as an SSE ``data:`` line as it is. A
+consumer that needs the fields calls :func:`chunk_dict` / :func:`chunk_dicts`, which decode only there.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Union
 
 from pydantic import BaseModel, ValidationError
 
+from xinference.engines.verdict import Verdict
 from xinference.errors import InvalidRequest, WrongModelType, XinferenceError
 
 if TYPE_CHECKING:
@@ -40,28 +47,26 @@ if TYPE_CHECKING:
     from xinference.hardware import HardwareInfo
     from xinference.model.spec import ModelFamily, ModelSpec
 
-__all__ = ["ChunkStream", "Engine", "Verdict", "wait_any"]
+__all__ = ["Chunk", "ChunkStream", "Engine", "Verdict", "chunk_dict", "chunk_dicts", "wait_any"]
 
 logger = logging.getLogger(__name__)
 
+#: One streamed chunk: an OpenAI-shaped dict, or the JSON text (UTF-8 bytes) of one, already final (see the module
+#: docstring). Bytes cost nothing to hand across processes and are written to the client without a decode.
+Chunk = Union[dict[str, Any], bytes]
 
-@dataclass(frozen=True)
-class Verdict:
-    """Whether an engine can do something here; when it cannot, ``reason`` is a sentence a user understands."""
 
-    accepted: bool
-    reason: str = ""
+def chunk_dict(chunk: Chunk) -> dict[str, Any]:
+    """``chunk`` as a dict: decoded here when it is JSON text (a new dict each call: the caller may change it)."""
+    if isinstance(chunk, bytes):
+        decoded: dict[str, Any] = json.loads(chunk)
+        return decoded
+    return chunk
 
-    @classmethod
-    def ok(cls) -> Verdict:
-        return cls(True)
 
-    @classmethod
-    def reject(cls, reason: str) -> Verdict:
-        return cls(False, reason)
-
-    def __bool__(self) -> bool:
-        return self.accepted
+def chunk_dicts(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
+    """Every chunk of ``chunks`` as a dict (see :func:`chunk_dict`), for the consumers that read fields."""
+    return [json.loads(chunk) if isinstance(chunk, bytes) else chunk for chunk in chunks]
 
 
 class ChunkStream:
@@ -77,15 +82,15 @@ class ChunkStream:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop or asyncio.get_running_loop()
         self._lock = threading.Lock()
-        self._items: list[dict[str, Any]] = []
+        self._items: list[Chunk] = []
         self._waiter: asyncio.Future[None] | None = None
         self._finished = False
         self._error: BaseException | None = None
         self.cancelled = False
         self._on_cancel: list[Callable[[], Any]] = []
 
-    def push(self, item: dict[str, Any]) -> None:
-        """Add one chunk (any thread). Ignored after ``finish``."""
+    def push(self, item: Chunk) -> None:
+        """Add one chunk, a dict or its final JSON text (any thread). Ignored after ``finish``."""
         with self._lock:
             if self._finished:
                 return
@@ -167,7 +172,7 @@ class ChunkStream:
             if self._waiter is waiter:
                 self._waiter = None
 
-    def take(self) -> tuple[list[dict[str, Any]], bool] | None:
+    def take(self) -> tuple[list[Chunk], bool] | None:
         """Without waiting: ``(chunks, done)`` when there is something, None when not yet.
 
         When the producer failed, the buffered chunks come first and the error is raised by the following call.
@@ -183,7 +188,7 @@ class ChunkStream:
             raise error
         return [], True
 
-    async def next_batch(self) -> tuple[list[dict[str, Any]], bool]:
+    async def next_batch(self) -> tuple[list[Chunk], bool]:
         """Wait for at least one chunk or the end; return ``(chunks, done)`` (see ``take``)."""
         while True:
             taken = self.take()
@@ -281,9 +286,12 @@ class Engine(abc.ABC):
 
     # -- fit: called in the supervisor, before any process is started ------------------------------------------
     @classmethod
-    @abc.abstractmethod
     def check_lib(cls) -> Verdict:
-        """Is the backend library importable here, at a version this adapter supports? Must be cheap."""
+        """Is the backend library importable here, at a version this adapter supports? Must be cheap: the engine's
+        entry in ``engines/libraries.py``, which answers without importing any adapter."""
+        from xinference.engines.libraries import library_verdict_here
+
+        return library_verdict_here(cls.name)
 
     @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:

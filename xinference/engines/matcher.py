@@ -63,10 +63,12 @@ def match_engine(engine: str, choices: list[SpecChoice], hardware: HardwareInfo)
 def library_verdicts() -> dict[str, str]:
     """Every engine's library verdict on *this* machine (``""`` when available, else the reason): what a worker
     reports with its hardware, so that availability is decided where the model would run."""
+    from xinference.engines.libraries import library_verdict_here  # answers without importing the adapters
+
     verdicts = {}
     for engine in ENGINE_ORDER:
         try:
-            verdicts[engine] = get_engine_class(engine).check_lib().reason
+            verdicts[engine] = library_verdict_here(engine).reason
         except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
             verdicts[engine] = f"{engine} could not be checked: {exc}"
     return verdicts

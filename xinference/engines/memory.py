@@ -90,10 +90,12 @@ class MemoryEstimate:
     kv_cache: int
     overhead: int
     context: int
+    #: a GGUF vision model's multimodal projector (the vision tower), loaded beside the weights
+    projector: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.overhead
+        return self.weights + self.kv_cache + self.overhead + self.projector
 
 
 def size_in_billions(spec: ModelSpec) -> float:
@@ -145,6 +147,24 @@ def local_weights_bytes(spec: ModelSpec, quantization: str) -> int | None:
         return os.path.getsize(path) if path is not None else None
     except OSError:
         return None
+
+
+#: A projector whose file is not on this machine yet (it downloads with the weights): a SigLIP-so400m-sized vision
+#: tower in f16, the common case (Gemma 3, SmolVLM, LLaVA-OneVision); Qwen2.5-VL's is ~1.3 GB, small ones ~0.2 GB.
+UNKNOWN_PROJECTOR_BYTES = int(0.8 * GIB)
+
+
+def projector_bytes(spec: ModelSpec, quantization: str, projector: str) -> int:
+    """Size of a multimodal projector: the file's when it is on this machine (an absolute path, or beside a local
+    GGUF), else :data:`UNKNOWN_PROJECTOR_BYTES`. Never raises."""
+    path: str | None = projector if os.path.isabs(projector) else None
+    if path is None:
+        weights = local_weights_file(spec, quantization)
+        path = os.path.join(os.path.dirname(weights), projector) if weights is not None else None
+    try:
+        return os.path.getsize(path) if path is not None else UNKNOWN_PROJECTOR_BYTES
+    except OSError:
+        return UNKNOWN_PROJECTOR_BYTES
 
 
 def local_weights_file(spec: ModelSpec, quantization: str) -> str | None:
@@ -239,10 +259,11 @@ def check_fit(
     what = f"{family.model_name} ({spec.model_format}, {spec.size}B, {quantization})"
     if replicas > 1:
         what += f" × {replicas} replicas"
+    projector = f" + multimodal projector ~{_gib(estimate.projector)} GiB" if estimate.projector else ""
     return (
         f"{what} needs ~{_gib(needed)} GiB, worker has {_gib(free)} GiB free {kind} (estimate per replica: "
         f"weights ~{_gib(estimate.weights)} GiB + KV cache ~{_gib(estimate.kv_cache)} GiB for {context} tokens + "
-        f"runtime ~{_gib(estimate.overhead)} GiB); pass ignore_memory_check=true to try anyway"
+        f"runtime ~{_gib(estimate.overhead)} GiB{projector}); pass ignore_memory_check=true to try anyway"
     )
 
 

@@ -150,7 +150,7 @@ def test_rerank_orders_documents(local_server: LocalServer, tmp_path_factory: py
 def test_speak_then_transcribe(local_server: LocalServer, piper_voice_uid: str, whisper_uid: str) -> None:
     url = f"{local_server.endpoint}/mcp"
     sentence = "The quick brown fox jumps over the lazy dog."
-    spoken = asyncio.run(call(url, "speak", {"model": piper_voice_uid, "text": sentence, "speed": 0.9}))
+    spoken = asyncio.run(call(url, "speak", {"model": piper_voice_uid, "text": sentence, "speed": 0.87}))
     assert not spoken.is_error, spoken.content
     block = spoken.content[0]
     assert isinstance(block, AudioContent) and block.mime_type == "audio/wav"

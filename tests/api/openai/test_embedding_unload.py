@@ -92,7 +92,10 @@ def test_requests_caught_by_an_unload_get_503_envelopes() -> None:
             in_pass = asyncio.create_task(client.post("/v1/embeddings", json=body))
             await _wait_until(entered.is_set, "the first request's forward pass")
             queued = asyncio.create_task(client.post("/v1/embeddings", json=body))
-            await _wait_until(lambda: bool(batcher._pending), "the second request to queue")
+            # queued in the batcher, or already formed into the round that waits behind the running one
+            await _wait_until(
+                lambda: bool(batcher._pending) or len(batcher._serving) > 1, "the second request to queue"
+            )
             await engine.unload()
             try:
                 return list(await asyncio.wait_for(asyncio.gather(in_pass, queued), 30))

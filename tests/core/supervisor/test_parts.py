@@ -148,6 +148,28 @@ async def _launch_scale_unload_load_and_terminate(home: Path) -> None:
         await parts.launcher.terminate("smol")
 
 
+def test_a_vision_launch_books_its_projector_too(tmp_path: Path) -> None:
+    asyncio.run(_vision_launch_books_its_projector(tmp_path))
+
+
+async def _vision_launch_books_its_projector(home: Path) -> None:
+    from xinference.engines.llama_cpp.engine import LlamaCppEngine
+    from xinference.engines.memory import UNKNOWN_PROJECTOR_BYTES
+
+    parts = _Parts(home)
+    request = {"model_name": "gemma-3-it", "model_engine": "llama.cpp", "model_format": "ggufv2"}
+    request |= {"model_size_in_billions": 4, "quantization": "q4_0"}
+    for uid, projector in (("seeing", None), ("blind", "")):
+        await parts.launcher.launch({**request, "model_uid": uid, "engine_kwargs": {"multimodal_projector": projector}})
+    booked = {b.model_uid: b.nbytes for b in parts.ledger}
+    record = parts.models.get("seeing")
+    assert record.sources["projector"] == "mmproj-model-f16-4B.gguf"
+    assert booked["seeing"] - booked["blind"] == UNKNOWN_PROJECTOR_BYTES
+    choice = record.choice
+    text_only = LlamaCppEngine.estimate_memory(choice.family, choice.spec, choice.quantization, {}, record.hardware)
+    assert booked["blind"] == text_only.total
+
+
 def test_autostart_launches_the_entries_not_running_and_goes_on_past_a_failure(tmp_path: Path) -> None:
     asyncio.run(_autostart(tmp_path))
 

@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable
 
 from xinference.core.model_actor import PULL_WAIT_SECONDS
 from xinference.core.refs import ReplicaRef
+from xinference.engines.base import Chunk
 from xinference.errors import EngineError, ReplicaUnreachable
 
 __all__ = ["Inbox", "ReplicaPump"]
@@ -46,7 +47,7 @@ class Inbox:
     __slots__ = ("_chunks", "_done", "_error", "_waiter")
 
     def __init__(self) -> None:
-        self._chunks: list[dict[str, Any]] = []
+        self._chunks: list[Chunk] = []
         self._done = False
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -56,7 +57,7 @@ class Inbox:
         """Whether the stream ended (cleanly or not): the pump has nothing more to add."""
         return self._done
 
-    def put(self, chunks: list[dict[str, Any]], done: bool, error: BaseException | None = None) -> None:
+    def put(self, chunks: list[Chunk], done: bool, error: BaseException | None = None) -> None:
         """Add one round's chunks of this stream (called by the pump)."""
         if self._done:
             return
@@ -67,7 +68,7 @@ class Inbox:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def get(self) -> tuple[list[dict[str, Any]], bool]:
+    async def get(self) -> tuple[list[Chunk], bool]:
         """Wait for chunks or the end: ``(chunks, done)``; raises the stream's error once its chunks are taken."""
         while not self._chunks and not self._done:
             self._waiter = asyncio.get_running_loop().create_future()

@@ -33,6 +33,7 @@ from xinference.api.gateway.routes import Replica, Route, RouteTable, model_call
 from xinference.api.openai.embeddings import check_model_type
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.api.sse import encode_frames
+from xinference.engines.base import Chunk, chunk_dicts
 from xinference.errors import EngineError, XinferenceError
 
 __all__ = ["CONTENT_TYPES", "MAX_SPEECH_CHARS", "SpeechRequest", "SpeechService", "VoiceList", "attach_router"]
@@ -149,12 +150,12 @@ class SpeechService:
         return self._pieces(route.model_uid, replica, stream_id, first, done, ticket)
 
     async def _pieces(
-        self, uid: str, replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool, ticket: Any
+        self, uid: str, replica: Replica, stream_id: str, batch: list[Chunk], done: bool, ticket: Any
     ) -> AsyncIterator[bytes]:
         finished = done
         try:
             while True:
-                data = b"".join(chunk["audio"] for chunk in batch)
+                data = b"".join(chunk["audio"] for chunk in chunk_dicts(batch))
                 if data:
                     if ticket.first_token is None:
                         ticket.mark_first_token()

@@ -30,6 +30,7 @@ from xinference.api.openai.embeddings import check_model_type
 from xinference.api.openai.multipart import open_form
 from xinference.api.protocol import OpenAIRequest, ResponseBody
 from xinference.api.sse import encode_frames
+from xinference.engines.base import Chunk, chunk_dicts
 from xinference.errors import EngineError, InvalidRequest, XinferenceError
 
 __all__ = [
@@ -278,9 +279,9 @@ class TranscriptionService:
 
     @staticmethod
     async def _pull(
-        replica: Replica, stream_id: str, batch: list[dict[str, Any]], done: bool
+        replica: Replica, stream_id: str, batch: list[Chunk], done: bool
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        yield batch
+        yield chunk_dicts(batch)
         while not done:
             pulled = await replica.ref.pull_many([stream_id], _PULL_WAIT)
             if stream_id not in pulled:
@@ -288,7 +289,7 @@ class TranscriptionService:
             batch, done, error = pulled[stream_id]
             if error is not None:
                 raise error
-            yield batch
+            yield chunk_dicts(batch)
 
 
 def _events(chunks: list[dict[str, Any]]) -> bytes:

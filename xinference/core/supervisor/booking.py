@@ -51,10 +51,12 @@ class Booker:
         timeout = min(HARDWARE_TIMEOUT_S, settings.worker_call_timeout())
 
         async def one(worker: WorkerEntry) -> None:
+            asked_at = self._ledger.epoch
             try:
                 worker.hardware = HardwareInfo.model_validate(
                     await worker.call(worker.ref.hardware(), what="hardware", timeout=timeout)
                 )
+                worker.hardware_epoch = asked_at
             except Exception as exc:  # noqa: BLE001 - a worker that cannot report keeps its last known numbers
                 logger.warning(
                     "worker %s did not report fresh hardware (%s); the memory check uses its last report",
@@ -113,6 +115,9 @@ class Booker:
         booked when one is refused (InvalidRequest naming the numbers)."""
         engine_cls, _ = record.engine()
         choice = record.choice
+        engine_kwargs = dict(record.engine_kwargs)
+        if record.sources.get("projector"):  # a launch field, held beside the options: its file counts too
+            engine_kwargs["projector"] = record.sources["projector"]
         for placement in placements:
             self.check_engine_fits(record.model_engine, choice, placement)
         booked: list[str] = []
@@ -125,14 +130,14 @@ class Booker:
                         choice.spec,
                         choice.quantization,
                         self.devices_for(placement, self._free_now(placement.address)),
-                        record.engine_kwargs,
+                        engine_kwargs,
                         1,
                         engine=engine_cls,
                     )
                     if problem is not None:
                         raise InvalidRequest(problem, param="ignore_memory_check")
                 need = engine_cls.estimate_memory(
-                    choice.family, choice.spec, choice.quantization, record.engine_kwargs, devices
+                    choice.family, choice.spec, choice.quantization, engine_kwargs, devices
                 ).total
                 replica_uid = f"{record.model_uid}-{record.next_index}"
                 record.next_index += 1
@@ -148,9 +153,12 @@ class Booker:
 
     def _free_now(self, address: str) -> HardwareInfo:
         """The worker's last report with the memory of replicas still loading there taken off (their processes do
-        not hold it yet, so the report does not show it)."""
-        hardware = self._workers[address].hardware
-        ram, vram = self._ledger.loading(address)
+        not hold it yet, so the report does not show it), and of those that finished loading after the report was
+        asked for (the report was taken before they held it: without this, a replica that turns running while
+        another launch waits for the lock is counted by neither, and the worker is booked past its memory)."""
+        worker = self._workers[address]
+        hardware = worker.hardware
+        ram, vram = self._ledger.loading(address, worker.hardware_epoch)
         if not ram and not vram:
             return hardware
         gpus = tuple(

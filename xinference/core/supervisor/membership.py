@@ -75,7 +75,9 @@ class Membership:
         previous = self._workers.get(address)
         if previous is not None:
             previous.gone.set()  # calls waiting on the old registration end; the new one takes over
-        self._workers[address] = WorkerEntry(address, ref, HardwareInfo.model_validate(hardware))
+        self._workers[address] = WorkerEntry(
+            address, ref, HardwareInfo.model_validate(hardware), hardware_epoch=self._ledger.epoch
+        )
         logger.info("worker %s joined: %s", address, self._workers[address].hardware.summary())
         reports = list(replicas or [])
         self._drop_unreported(address, {str(r.get("plan", {}).get("replica_uid")) for r in reports})
@@ -200,6 +202,7 @@ class Membership:
             return False
         worker.last_seen = time.monotonic()
         worker.hardware = HardwareInfo.model_validate(hardware)
+        worker.hardware_epoch = self._ledger.epoch  # measured just before it was sent: milliseconds ago
         return True
 
     async def remove_worker(self, address: str) -> None:

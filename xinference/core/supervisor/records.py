@@ -56,6 +56,8 @@ class WorkerEntry:
     address: str
     ref: WorkerRef
     hardware: HardwareInfo
+    #: the ledger's epoch when ``hardware`` was asked for (or arrived, for a heartbeat): see ``Ledger.loading``
+    hardware_epoch: int = 0
     last_seen: float = field(default_factory=time.monotonic)
     joined: float = field(default_factory=time.time)
     gone: asyncio.Event = field(default_factory=asyncio.Event)

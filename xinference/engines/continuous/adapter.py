@@ -11,6 +11,7 @@ the batch at the next step; a streamed one is abandoned by cancelling its :class
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import dataclasses
 import threading
@@ -56,17 +57,17 @@ class BatchingEngine(Engine):
     _grammar_lock: threading.Lock
 
     # -- what an engine brings ---------------------------------------------------------------------------------
+    @abc.abstractmethod
     def _max_model_len(self) -> int:
         """Prompt and output tokens of one sequence at the most (the resolved ``max_model_len``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _encode(self, kind: str, request: dict[str, Any]) -> tuple[list[int], str | None]:
         """The prompt's token ids, and for chat the rendered prompt text; 400s for what cannot be rendered."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _new_sequence(self, ids: list[int], params: SamplingParams, sink: Any, plan: RequestPlan) -> Sequence:
         """One choice's sequence with the engine's sampling state (and grammar, when ``plan`` has a constraint)."""
-        raise NotImplementedError
 
     def _hf_tokenizer(self) -> Any:
         """The Hugging Face tokenizer the grammar's token table is built from."""

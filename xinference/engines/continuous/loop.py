@@ -15,6 +15,7 @@ is skipped in the queue and taken out of the batch by the subclass at its next s
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import threading
@@ -70,7 +71,7 @@ class Sequence:
         return self.finish_reason is not None or self.sink.cancelled
 
 
-class DecodeLoop:
+class DecodeLoop(abc.ABC):
     """The model's thread and its queue; ``start()`` once (it loads), ``submit`` sequences, ``stop()`` at unload."""
 
     #: the engine's name in error messages
@@ -96,24 +97,24 @@ class DecodeLoop:
         self.generated_tokens = 0
 
     # -- what a backend brings -----------------------------------------------------------------------------------
-    def _on_loaded(self) -> None:
+    def _on_loaded(self) -> None:  # noqa: B027 - an optional hook, empty unless a backend needs it
         """On the loop's thread right after the loader; what it raises fails the load."""
 
     def _loop_context(self) -> ContextManager[Any]:
         """Entered around the whole loop (torch's inference mode, say)."""
         return contextlib.nullcontext()
 
+    @abc.abstractmethod
     def _turn(self) -> None:
         """Admit waiting sequences, drop finished and abandoned ones, run one step for the rest."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _live(self) -> list[Sequence]:
         """The sequences in the batch now."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _reset_batch(self) -> None:
         """Forget the batch (its sequences have been told): after a failed step, and at shutdown."""
-        raise NotImplementedError
 
     def _release(self) -> None:
         """Free the backend's batch state at shutdown."""
@@ -217,6 +218,11 @@ class DecodeLoop:
             if not seq.sink.cancelled:
                 return seq
             self.aborted += 1
+
+    def _put_back(self, seqs: list[Sequence]) -> None:
+        """Return sequences taken with :meth:`_next_waiting` to the head of the queue, in their order."""
+        with self._cond:
+            self._waiting.extendleft(reversed(seqs))
 
     def _left_batch(self, seq: Sequence) -> None:
         """Count a sequence the subclass took out of the batch (``aborted`` when it had not ended)."""

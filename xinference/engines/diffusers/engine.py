@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
 from xinference.engines.base import Engine, Verdict
 from xinference.engines.diffusers.config import DiffusersConfig, ResolvedDiffusersConfig
-from xinference.engines.envs.libcheck import check_library
+from xinference.engines.libraries import IMAGE_HINT
 from xinference.errors import (
     EngineError,
     InvalidRequest,
@@ -49,7 +49,6 @@ __all__ = ["TASKS", "DiffusersEngine", "GenerationCancelled"]
 
 logger = logging.getLogger(__name__)
 
-_INSTALL_HINT = "pip install 'xinference[image]'"
 #: The abilities this engine serves, as Xinference names them, and the diffusers auto-pipeline of each.
 TASKS: dict[str, str] = {
     "text2image": "AutoPipelineForText2Image",
@@ -115,12 +114,6 @@ class DiffusersEngine(Engine):
         self._step_callback: dict[str, bool] = {}
 
     # -- fit ---------------------------------------------------------------------------------------------------
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        verdict = check_library(cls.name, "torch", "torch", "2.0", _INSTALL_HINT)
-        if not verdict:
-            return verdict
-        return check_library(cls.name, "diffusers", "diffusers", "0.30", _INSTALL_HINT)
 
     @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
@@ -176,7 +169,7 @@ class DiffusersEngine(Engine):
         try:
             await loop.run_in_executor(self._pool, self._load_pipelines, resolved, threads)
         except ImportError as exc:
-            raise LaunchFailed(f"diffusers needs torch and diffusers ({_INSTALL_HINT}): {exc}") from exc
+            raise LaunchFailed(f"diffusers needs torch and diffusers ({IMAGE_HINT}): {exc}") from exc
         except LaunchFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part

@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from xinference import settings
-from xinference.engines.base import Verdict
 from xinference.engines.envs.libcheck import check_library, version_tuple
+from xinference.engines.verdict import Verdict
 from xinference.errors import EngineError, InvalidRequest
 
 __all__ = [

@@ -11,7 +11,7 @@ import importlib.metadata
 import importlib.util
 import re
 
-from xinference.engines.base import Verdict
+from xinference.engines.verdict import Verdict
 
 __all__ = ["check_library", "version_tuple"]
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
 from xinference.engines.base import ChunkStream, Engine, Verdict
-from xinference.engines.envs.libcheck import check_library
 from xinference.engines.faster_whisper.config import FasterWhisperConfig, ResolvedFasterWhisperConfig
+from xinference.engines.libraries import AUDIO_HINT
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelUnavailable, XinferenceError
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ __all__ = ["SAMPLE_RATE", "FasterWhisperEngine", "conversion_dir", "pool_threads
 
 logger = logging.getLogger(__name__)
 
-_INSTALL_HINT = "pip install 'xinference[audio]'"
 #: Samples per second of the audio the engine takes (Whisper's own rate).
 SAMPLE_RATE = 16_000
 #: Files of a Transformers checkpoint that faster-whisper reads beside the converted weights (tokenizer, features)
@@ -120,9 +119,6 @@ class FasterWhisperEngine(Engine):
         self._languages: frozenset[str] = frozenset()
 
     # -- fit ---------------------------------------------------------------------------------------------------
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        return check_library(cls.name, "faster_whisper", "faster-whisper", "1.0", _INSTALL_HINT)
 
     @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
@@ -188,7 +184,7 @@ class FasterWhisperEngine(Engine):
         try:
             self._model = await loop.run_in_executor(self._pool, self._load_model, resolved)
         except ImportError as exc:
-            raise LaunchFailed(f"faster_whisper needs faster-whisper and ctranslate2 ({_INSTALL_HINT}): {exc}") from exc
+            raise LaunchFailed(f"faster_whisper needs faster-whisper and ctranslate2 ({AUDIO_HINT}): {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
             raise LaunchFailed(f"faster-whisper could not load {self.model_uid}: {exc}") from exc
         self._multilingual = bool(self._model.model.is_multilingual)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
-from xinference.engines.base import Verdict
-from xinference.engines.envs.libcheck import check_library
 from xinference.engines.speech.config import SpeechConfig
 from xinference.engines.speech.engine import SpeechEngine, Voice
 
@@ -19,8 +17,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["HibariEngine"]
-
-_INSTALL_HINT = "pip install 'xinference[audio]'"
 
 
 class HibariEngine(SpeechEngine):
@@ -31,10 +27,6 @@ class HibariEngine(SpeechEngine):
 
     _models: dict[str, Any]
     _available: list[Voice]
-
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        return check_library(cls.name, "hibari", "hibari-tts", "0.2", _INSTALL_HINT)
 
     def _load_backend(self) -> None:
         from hibari import Hibari

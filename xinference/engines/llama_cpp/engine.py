@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import secrets
@@ -25,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 import httpx
 
 from xinference import settings
-from xinference.engines import envs
 from xinference.engines.answers import served_embeddings_answer
 from xinference.engines.base import ChunkStream, Engine, Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.grammar import forced_tool_choice, forced_tool_schema
+from xinference.engines.libraries import LLAMA_CPP_HINT
 from xinference.engines.llama_cpp.config import (
     GpuLayers,
     LlamaCppConfig,
@@ -48,7 +49,7 @@ from xinference.engines.llama_cpp.pooling import (
 from xinference.engines.llama_cpp.slots import ServerCounters, SlotLoad
 from xinference.engines.llama_cpp.speculative import SpeculationCounters, plan_speculation
 from xinference.engines.llama_cpp.vision import check_projector, has_images, image_messages, without_image_data
-from xinference.engines.memory import MemoryEstimate, local_weights_file
+from xinference.engines.memory import MemoryEstimate, local_weights_file, projector_bytes
 from xinference.errors import (
     ContextLengthExceeded,
     EngineError,
@@ -78,7 +79,6 @@ __all__ = ["LlamaCppEngine", "error_from_llama"]
 
 logger = logging.getLogger(__name__)
 
-_INSTALL_HINT = "pip install xllamacpp"
 
 #: Request fields passed to llama.cpp (OpenAI names plus llama.cpp sampling extensions); anything else the API
 #: accepted is not forwarded.
@@ -202,10 +202,6 @@ class LlamaCppEngine(Engine):
     resolved: ResolvedLlamaCppConfig
 
     @classmethod
-    def check_lib(cls) -> Verdict:
-        return envs.check_engine_lib(cls.name, "xllamacpp", "xllamacpp", "0.2", _INSTALL_HINT)
-
-    @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
         """The default checks, with a sentence naming the model type for embedding and rerank models."""
         if family.model_type in ("embedding", "rerank") and spec.model_format != "ggufv2":
@@ -224,8 +220,12 @@ class LlamaCppEngine(Engine):
         """The default estimate, with the KV cache read off the GGUF header when the file is on this machine (a
         bundled or ``file://`` model): the guess from the parameter count is off by 2x or more for models with many
         layers and few KV heads (SmolLM2-135M holds 23 KiB per token; the guess was 11), which let a launch the
-        machine cannot hold past the check and fail inside llama.cpp instead."""
+        machine cannot hold past the check and fail inside llama.cpp instead. A vision model's projector (the
+        ``projector`` option, set from the launch's ``multimodal_projector``) counts too: 0.2-1.8 GB."""
         estimate = super().estimate_memory(family, spec, quantization, engine_kwargs, hardware)
+        projector = engine_kwargs.get("projector")
+        if isinstance(projector, str) and projector:  # the booking passes the launch's projector here
+            estimate = dataclasses.replace(estimate, projector=projector_bytes(spec, quantization, projector))
         path = local_weights_file(spec, quantization) if family.model_type == "LLM" else None
         if path is None:
             return estimate
@@ -260,7 +260,7 @@ class LlamaCppEngine(Engine):
         try:
             import xllamacpp
         except ImportError as exc:
-            raise LaunchFailed(f"llama.cpp needs the xllamacpp package ({_INSTALL_HINT}): {exc}") from exc
+            raise LaunchFailed(f"llama.cpp needs the xllamacpp package ({LLAMA_CPP_HINT}): {exc}") from exc
         assert isinstance(self.config, LlamaCppConfig)
         self._speculation = SpeculationCounters()
         context_length = await asyncio.to_thread(self._plan_pooling)
@@ -537,6 +537,9 @@ class LlamaCppEngine(Engine):
         assert load is not None
 
         first = True
+        #: ``"model":<what llama.cpp names it>`` as its chunks spell it (learnt from the first chunk), and ours
+        theirs: list[bytes] = []
+        ours = b'"model":' + json.dumps(uid, ensure_ascii=False).encode()
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
             # Runs on the engine thread for every token: keep it tiny. Returning True stops the request.
@@ -546,10 +549,11 @@ class LlamaCppEngine(Engine):
             if "error" in chunk:
                 stream.finish(error_from_llama(chunk["error"]))
                 return True
-            chunk["model"] = uid
             if first:
                 first = False
+                theirs.append(b'"model":' + json.dumps(chunk.get("model"), ensure_ascii=False).encode())
                 _role_chunk_content(chunk)
+            chunk["model"] = uid
             timings = chunk.pop("timings", None)
             if timings is not None:  # the last chunk: draft figures of a speculative request
                 counters.note(timings)
@@ -560,12 +564,26 @@ class LlamaCppEngine(Engine):
                     stream.push(out)
             return False
 
+        def on_text(text: bytes) -> bool:
+            # xllamacpp's bytes callback: the chunk's JSON text as llama.cpp wrote it, no dict built. A token chunk
+            # only needs the model renamed, a byte replace, and goes on as text (see ``engines.base.Chunk``); the
+            # first chunk (the role), the last (timings), an error or a chunk spelt otherwise is decoded.
+            if stream.cancelled:
+                return True
+            if theirs and theirs[0] in text and b'"error"' not in text and b'"timings"' not in text:
+                stream.push(text.replace(theirs[0], ours, 1))
+                return False
+            return on_chunk(json.loads(text))
+
         def run() -> None:
             load.start()
             error: XinferenceError | None = None
             try:
                 with _backend_errors():
-                    handler(body, on_chunk)
+                    if rewriter is None:  # text in, text out: no dict per token on this thread
+                        handler(json.dumps(body).encode(), on_text)
+                    else:
+                        handler(body, on_chunk)
             except XinferenceError as exc:
                 error = exc
             finally:

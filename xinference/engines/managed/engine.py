@@ -10,7 +10,11 @@ names, environment, match rules); this module owns *how*:
 - **ready**: ``/health`` is polled, with a stage the launch progress shows; a server that exits or never gets
   ready fails the launch with what it printed last.
 - **serve**: chat and completions are proxied; streamed answers are read event by event
-  (:mod:`xinference.engines.managed.sse`), each ``data:`` JSON parsed once and pushed into a :class:`ChunkStream`.
+  (:mod:`xinference.engines.managed.sse`). An event that is already the platform's chunk but for a few bytes (the
+  server names the model by its uid, as it is launched with ``served_model_name``; no ``reasoning`` field to rename;
+  vLLM's null vendor fields cut out by a byte replace) is pushed into the :class:`ChunkStream` as its JSON text,
+  never decoded here or in the API (see ``engines.base.Chunk``); any other event (an error, a reasoning delta, a
+  field written another way) is parsed once and normalised as a dict.
   The server's error bodies become the platform's error classes. A cancelled stream closes its connection, which
   makes the server abort the request.
 - **watch**: ``check_health()`` (polled by the worker) raises EngineError when the server died or has not answered
@@ -35,6 +39,7 @@ import secrets
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -253,9 +258,6 @@ class ManagedServerEngine(Engine):
     _temp_dir: tempfile.TemporaryDirectory[str] | None = None
 
     # -- fit ------------------------------------------------------------------------------------------------------
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        return envs.check_engine_lib(cls.name, cls.module, cls.distribution, cls.min_version)
 
     @classmethod
     def server_python(cls) -> str:
@@ -493,10 +495,35 @@ class ManagedServerEngine(Engine):
         stream.on_cancel(relay.cancel)
         return stream
 
+    def _passable(self) -> Callable[[bytes], bytes | None]:
+        """The byte-level check and rewrite of one streamed event (see the module docstring): the event's text as
+        the platform's chunk, or None when it must be parsed and normalised (:meth:`_normalize`)."""
+        model = b'"model":' + json.dumps(self.model_uid, ensure_ascii=False).encode()
+        nulls = tuple((b',"' + key.encode() + b'":null', b'"' + key.encode() + b'"') for key in _VENDOR_NULLS)
+
+        def passable(payload: bytes) -> bytes | None:
+            if (
+                model not in payload
+                or b'"error"' in payload
+                or b'"reasoning"' in payload
+                or payload[:1] != b"{"
+                or payload[-1:] != b"}"
+            ):
+                return None
+            for null, key in nulls:
+                if key in payload:
+                    payload = payload.replace(null, b"")
+                    if key in payload:
+                        return None  # a value, or spelt otherwise: the parse decides
+            return payload
+
+        return passable
+
     async def _relay(self, path: str, body: dict[str, Any], stream: ChunkStream) -> None:
-        """Read the server's SSE answer into ``stream`` (each event's JSON parsed once); cancelling this task
-        closes the connection, which makes the server abort the request."""
-        normalize, push = self._normalize, stream.push
+        """Read the server's SSE answer into ``stream``: each event passed on as its text when only bytes need to
+        change (:meth:`_passable`), else parsed once and normalised; cancelling this task closes the connection,
+        which makes the server abort the request."""
+        normalize, push, passable = self._normalize, stream.push, self._passable()
         response: SSEResponse | None = None
         try:
             response = await open_sse(
@@ -508,6 +535,10 @@ class ManagedServerEngine(Engine):
             async for payload in response.events():
                 if payload == b"[DONE]":
                     break
+                text = passable(payload)
+                if text is not None:
+                    push(text)
+                    continue
                 chunk = json.loads(payload)
                 if "error" in chunk and "choices" not in chunk:
                     error = chunk["error"] if isinstance(chunk["error"], dict) else chunk

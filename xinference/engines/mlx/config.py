@@ -33,6 +33,19 @@ class MLXConfig(BaseModel):
     prefill_step_size: int = Field(
         default=512, ge=16, le=1 << 16, description="prompt tokens per forward pass while prefilling"
     )
+    prompt_cache_size: int = Field(
+        default=10,
+        ge=0,
+        le=1024,
+        description="KV caches of finished requests kept for reuse: a new prompt that starts like one of them "
+        "(the system prompt, the conversation so far) prefills only the rest; 0 turns it off (batch mode only)",
+    )
+    prompt_cache_mib: int = Field(
+        default=1024,
+        ge=0,
+        le=1 << 24,
+        description="memory those KV caches may hold at the most (least recently used ones go first)",
+    )
     n_threads: int | None = Field(
         default=None,
         ge=1,

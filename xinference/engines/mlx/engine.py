@@ -41,12 +41,12 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.continuous.adapter import BatchingEngine
 from xinference.engines.continuous.loop import Sequence as BaseSequence
 from xinference.engines.continuous.requests import RequestPlan, SamplingParams, template_kwargs
 from xinference.engines.envs import EnvRecipe
+from xinference.engines.libraries import MIN_MLX_LM
 from xinference.engines.mlx.config import MLXConfig, ResolvedMLXConfig
 from xinference.engines.mlx.runtime import find_openblas, load_model, preload_openblas
 from xinference.engines.mlx.sampling import GrammarMask, make_processors, make_sampler
@@ -67,7 +67,6 @@ __all__ = ["MIN_MLX_LM", "MLX_VLM", "MLXEngine"]
 logger = logging.getLogger(__name__)
 
 #: ``generate_step`` with sampler and logits processors, and ``load(model_config=...)``.
-MIN_MLX_LM = "0.20.0"
 #: grammar-constrained decoding (:mod:`xinference.engines.grammar`), as pinned by the transformers extra
 _LLGUIDANCE = "llguidance>=1.0"
 #: vision-language models (:mod:`.vision`); pinned: its loaders and ``generate_step`` change between releases, and
@@ -138,10 +137,6 @@ class MLXEngine(BatchingEngine):
         return {"LD_PRELOAD": str(path)} if path is not None else {}
 
     @classmethod
-    def check_lib(cls) -> Verdict:
-        return envs.check_engine_lib(cls.name, "mlx_lm", "mlx-lm", MIN_MLX_LM)
-
-    @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
         where = cls.platform_verdict(hardware)
         return where if not where else super().match(family, spec, hardware)
@@ -168,6 +163,8 @@ class MLXEngine(BatchingEngine):
             self._load_model,
             max_num_seqs=cfg.max_num_seqs,
             prefill_step_size=cfg.prefill_step_size,
+            prompt_cache_size=cfg.prompt_cache_size if cfg.prompt_cache_mib > 0 else 0,
+            prompt_cache_bytes=cfg.prompt_cache_mib << 20,
             name=f"mlx-{self.model_uid}",
             vision=self.vision,
         )

@@ -5,8 +5,12 @@ Two modes, chosen at load:
 - **batch** (``max_num_seqs > 1`` and an mlx-lm whose ``BatchGenerator`` takes per-sequence samplers, logits
   processors and stop sequences, 0.31 and later): continuous batching. Each turn of the loop admits waiting
   requests into mlx-lm's batch generator, removes the ones whose client went away, then calls ``next()`` once:
-  one prefill chunk or one decode step for every running sequence. A cancelled request therefore leaves at the
-  next token, and a long prompt never stalls the others for more than a chunk.
+  one decode step for every running sequence, and one prefill chunk for the prompts admitted, which the generator
+  prefills together (padded to one length). A cancelled request therefore leaves at the next token, and a long
+  prompt never stalls the others for more than a chunk. The KV caches of finished requests are kept (mlx-lm's
+  ``LRUPromptCache``, ``prompt_cache_size`` of them): a new prompt starting like one of them (the same system
+  prompt, a conversation's earlier turns) is prefilled from the longest shared prefix on, as ``mlx_lm.server``
+  does; together they hold ``prompt_cache_mib`` at the most.
 - **single** (``max_num_seqs == 1``, or an older mlx-lm): requests wait in a queue and decode one at a time with
   ``mlx_lm.generate.generate_step``; cancel is checked before every token.
 - **vision** (a vision-language model loaded with mlx-vlm, :mod:`.vision`): as single, with mlx-vlm's
@@ -35,6 +39,9 @@ from xinference.errors import EngineError
 __all__ = ["Scheduler", "Sequence", "Sink", "batch_api_available"]
 
 logger = logging.getLogger(__name__)
+
+#: the prompt cache's model key: one scheduler serves one model
+_MODEL_KEY = "model"
 
 
 @dataclass(eq=False)
@@ -72,18 +79,25 @@ class Scheduler(DecodeLoop):
         *,
         max_num_seqs: int,
         prefill_step_size: int,
+        prompt_cache_size: int = 0,
+        prompt_cache_bytes: int = 1 << 30,
         name: str = "mlx",
         vision: bool = False,
     ) -> None:
         super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.prefill_step_size = prefill_step_size
+        self.prompt_cache_size = prompt_cache_size
+        self.prompt_cache_bytes = prompt_cache_bytes
         self.vision = vision
         self.mode = "batch"
+        #: prompt tokens whose KV came from the prompt cache instead of a prefill
+        self.prompt_tokens_reused = 0
         self._running: dict[int, Sequence] = {}
         self._generator: Any = None
+        self._prompt_cache: Any = None
 
     def stats(self) -> dict[str, Any]:
-        return {"mode": self.mode, **super().stats()}
+        return {"mode": self.mode, **super().stats(), "prompt_tokens_reused": self.prompt_tokens_reused}
 
     # -- the backend (scheduler thread) ------------------------------------------------------------------------
     def _on_loaded(self) -> None:
@@ -97,6 +111,10 @@ class Scheduler(DecodeLoop):
             self.mode, self.max_num_seqs = "single", 1
         else:
             self._generator = self._new_generator()
+            if self.prompt_cache_size > 0:
+                from mlx_lm.models.cache import LRUPromptCache
+
+                self._prompt_cache = LRUPromptCache(max_size=self.prompt_cache_size, max_bytes=self.prompt_cache_bytes)
 
     def _turn(self) -> None:
         if self.mode == "batch":
@@ -124,6 +142,7 @@ class Scheduler(DecodeLoop):
 
     def _release(self) -> None:
         self._running = {}
+        self._prompt_cache = None
         if self._generator is not None:
             self._generator.close()
             self._generator = None
@@ -139,8 +158,13 @@ class Scheduler(DecodeLoop):
                 break
             assert isinstance(seq, Sequence)
             stops = StopSequences([[t] for t in sorted(seq.params.stop_token_ids)])
+            cache, rest = self._cached_prefix(seq.prompt_ids)
+            reused = len(seq.prompt_ids) - len(rest)
+            self.prompt_tokens_reused += reused
             (uid,) = generator.insert(
-                [seq.prompt_ids],
+                [rest],
+                caches=[cache],
+                all_tokens=[seq.prompt_ids[:reused]],
                 max_tokens=[seq.params.max_tokens],
                 samplers=[seq.sampler],
                 logits_processors=[seq.processors],
@@ -165,7 +189,20 @@ class Scheduler(DecodeLoop):
                 self._accept(seq, int(response.token), response.logprobs, limit_reached=reason is not None)
             if reason is not None:
                 del self._running[response.uid]  # the generator already let it go
+                if self._prompt_cache is not None and response.prompt_cache is not None:
+                    self._prompt_cache.insert_cache(_MODEL_KEY, list(response.all_tokens), response.prompt_cache)
         self._drop_done()
+
+    def _cached_prefix(self, prompt: list[int]) -> tuple[Any, list[int]]:
+        """The KV cache of the longest prefix of ``prompt`` a finished request left (a copy, trimmed to it) and the
+        prompt tokens still to prefill; ``(None, prompt)`` without one. At least one token is left to prefill: its
+        logits give the first token."""
+        if self._prompt_cache is None:
+            return None, prompt
+        cache, rest = self._prompt_cache.fetch_nearest_cache(_MODEL_KEY, prompt)
+        if cache is None or not rest:
+            return None, prompt
+        return cache, list(rest)
 
     def _drop_done(self) -> None:
         """Remove finished and abandoned sequences from the generator (a cancelled one frees its row now)."""

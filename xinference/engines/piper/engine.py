@@ -13,8 +13,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
-from xinference.engines.base import Verdict
-from xinference.engines.envs.libcheck import check_library
 from xinference.engines.speech.config import SpeechConfig
 from xinference.engines.speech.engine import SpeechEngine, Voice
 
@@ -22,8 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["PiperEngine", "piper_voice_file"]
-
-_INSTALL_HINT = "pip install 'xinference[audio]'"
 
 
 def piper_voice_file(model_path: str) -> str:
@@ -45,10 +41,6 @@ class PiperEngine(SpeechEngine):
 
     _voice: Any = None
     _config: dict[str, Any]
-
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        return check_library(cls.name, "piper", "piper-tts", "1.3", _INSTALL_HINT)
 
     def _load_backend(self) -> None:
         import onnxruntime

@@ -10,6 +10,14 @@ batches naturally, and a lone client (one request at a time) never waits for com
 A request's inputs stay together in one round; a request larger than ``max_batch_size`` is split over several
 passes of the same round. ``stats`` counts the forward passes, so tests can observe batching without timing.
 
+Up to ``rounds`` rounds are in flight at once (default: ``workers``, the executor's threads). With more rounds
+than workers the extra ones wait their turn on the executor: the model's thread then never waits for a request's
+round trip (the answer going back through the API, the client's next request coming in), because the next round
+is formed and queued while the current one computes. Rounds with a free slot share what is queued: with two free
+and 16 requests waiting each takes 8, and a slot that frees up later takes whatever queued meanwhile. With
+``workers`` above one, rounds compute at once on their own threads (the model must be safe to call from several
+threads).
+
 Failures reach the caller as the platform's errors: a request that meets a closed batcher (the model is being
 unloaded), queued or in a forward pass, gets :class:`~xinference.errors.ModelUnavailable` (503); whatever the
 forward raises is raised to every request of its pass unchanged (the engine translates backend errors itself).
@@ -50,6 +58,8 @@ class BatchStats:
     #: rounds that waited for company (the window opened), and those that went at once
     windows_opened: int = 0
     rounds_without_window: int = 0
+    #: the most rounds that were in flight at once (at most ``rounds``)
+    max_parallel_passes: int = 0
 
 
 @dataclass
@@ -62,9 +72,10 @@ class _Pending(Generic[In, Out]):
 class Batcher(Generic[In, Out]):
     """Collects concurrent requests and runs them through ``forward`` together.
 
-    ``forward(inputs)`` runs on the worker thread (``executor``, which should have one thread; by default the
-    batcher makes its own) and returns one result per input, in order; whatever it raises is
-    raised to every request of that pass. Create and use the batcher on one event loop; ``close()`` when done.
+    ``forward(inputs)`` runs on a worker thread (``executor``, which should have ``workers`` threads; by default
+    the batcher makes its own) and returns one result per input, in order; whatever it raises is raised to every
+    request of that pass. ``rounds``: rounds in flight, at least ``workers``. Create and use the batcher on one
+    event loop; ``close()`` when done.
 
     ``window_s`` is the quiet gap that closes the window (no arrival for that long), ``max_window_s`` (default:
     four gaps) the longest a round waits for company in all.
@@ -79,20 +90,28 @@ class Batcher(Generic[In, Out]):
         max_window_s: float | None = None,
         executor: ThreadPoolExecutor | None = None,
         name: str = "batcher",
+        workers: int = 1,
+        rounds: int | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be at least 1")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
         self._forward = forward
         self.max_batch_size = max_batch_size
         self.window_s = max(0.0, window_s)
         self.max_window_s = max(self.window_s, 4 * self.window_s if max_window_s is None else max_window_s)
-        self._serving: list[_Pending[In, Out]] = []
+        self.workers = workers
+        self.rounds = max(workers, rounds or workers)
+        #: the rounds now in forward passes, one entry per busy worker
+        self._serving: list[list[_Pending[In, Out]]] = []
+        self._rounds: set[asyncio.Task[None]] = set()
         self._pending: list[_Pending[In, Out]] = []
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         # One thread: torch runs fastest when every call comes from the same thread (its OpenMP team is reused).
         self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._executor = executor or ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._closed = False
         self._name = name
         self._concurrent = True  # until a round shows otherwise, give the first requests the window
@@ -125,12 +144,15 @@ class Batcher(Generic[In, Out]):
         dropped.
         """
         self._closed = True
-        serving = self._serving  # the collector's ``finally`` forgets the round as it is cancelled
-        if self._task is not None:
-            self._task.cancel()
+        serving = [p for round_ in self._serving for p in round_]  # rounds forget themselves as they are cancelled
+        tasks = [t for t in (self._task, *self._rounds) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._task = None
+        self._rounds.clear()
         for pending in [*serving, *self._pending]:
             if not pending.future.done():
                 pending.future.set_exception(self._closed_error())
@@ -151,12 +173,19 @@ class Batcher(Generic[In, Out]):
             await self._wakeup.wait()
             self._wakeup.clear()
             self._drop_cancelled()
-            if not self._pending:
-                continue
+            if not self._pending or len(self._serving) >= self.rounds:
+                continue  # a finishing round wakes the collector again
             await self._collect()
-            round_ = self._take_round()
-            if round_:
+            round_ = self._take_round(self.rounds - len(self._serving))
+            if not round_:
+                continue
+            if self.rounds == 1:
                 await self._serve(round_)
+            else:
+                self._serving.append(round_)  # counted busy before its task first runs
+                task = asyncio.get_running_loop().create_task(self._serve(round_, registered=True))
+                self._rounds.add(task)
+                task.add_done_callback(self._rounds.discard)
             if self._pending:
                 self._wakeup.set()
 
@@ -190,20 +219,36 @@ class Batcher(Generic[In, Out]):
     def _drop_cancelled(self) -> None:
         self._pending = [p for p in self._pending if not p.future.done()]
 
-    def _take_round(self) -> list[_Pending[In, Out]]:
-        """Whole requests up to ``max_batch_size`` inputs (always at least one request)."""
+    def _take_round(self, idle: int = 1) -> list[_Pending[In, Out]]:
+        """Whole requests up to ``max_batch_size`` inputs, and with ``idle`` free round slots up to an even share of
+        what is queued, so the other free slots get the rest (always at least one request)."""
         self._drop_cancelled()
+        limit = self.max_batch_size
+        if idle > 1:
+            limit = min(limit, -(-self._queued() // idle))
         taken: list[_Pending[In, Out]] = []
         size = 0
         while self._pending:
             nxt = self._pending[0]
-            if taken and size + len(nxt.inputs) > self.max_batch_size:
+            if taken and size + len(nxt.inputs) > limit:
                 break
             taken.append(self._pending.pop(0))
             size += len(nxt.inputs)
         return taken
 
-    async def _serve(self, round_: list[_Pending[In, Out]]) -> None:
+    async def _serve(self, round_: list[_Pending[In, Out]], registered: bool = False) -> None:
+        if not registered:
+            self._serving.append(round_)
+        self.stats.max_parallel_passes = max(self.stats.max_parallel_passes, len(self._serving))
+        try:
+            await self._serve_round(round_)
+        finally:
+            with contextlib.suppress(ValueError):
+                self._serving.remove(round_)
+            if self._wakeup is not None and self._pending:
+                self._wakeup.set()
+
+    async def _serve_round(self, round_: list[_Pending[In, Out]]) -> None:
         flat: list[In] = []
         owners: list[int] = []
         for index, pending in enumerate(round_):
@@ -211,7 +256,6 @@ class Batcher(Generic[In, Out]):
             owners.extend([index] * len(pending.inputs))
         loop = asyncio.get_running_loop()
         results: list[Out] = []
-        self._serving = round_
         try:
             for start in range(0, len(flat), self.max_batch_size):
                 chunk = flat[start : start + self.max_batch_size]
@@ -225,8 +269,6 @@ class Batcher(Generic[In, Out]):
                 if not pending.future.done():
                     pending.future.set_exception(exc)
             return
-        finally:
-            self._serving = []
         offset = 0
         for pending in round_:
             size = len(pending.inputs)
@@ -234,7 +276,7 @@ class Batcher(Generic[In, Out]):
                 pending.future.set_result(results[offset : offset + size])
             offset += size
         self.stats.requests += len(round_)
-        self._concurrent = len(round_) > 1 or bool(self._pending)
+        self._concurrent = len(round_) > 1 or bool(self._pending) or len(self._serving) > 1
 
     def _count(self, requests: int, inputs: int) -> None:
         stats = self.stats

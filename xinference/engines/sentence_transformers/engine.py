@@ -12,6 +12,13 @@ prompt, another input module) is noticed by a check at load, and then runs throu
 Token-array inputs (OpenAI's ``input: [[id, ...]]``) are the model's own token ids: they are
 decoded with its tokenizer and embedded like text.
 
+The batcher keeps one batch formed and queued behind the running one (``queued_rounds``), so the model goes
+from one forward pass to the next without waiting for answers to travel back through the API and the clients'
+next requests to come in. On CPU an embedding model that takes the direct path may run ``n_workers`` passes at
+once, each on its own thread (default 1: see the option's description); the tokenizer, which is not safe to call
+from two threads, is used under a lock. Other models (rerankers, models served through ``encode``) run one pass
+at a time with all the threads.
+
 A reranker that is a causal LM (Qwen3-Reranker: ``Qwen3ForCausalLM``) has no classification head for a
 ``CrossEncoder``; it is scored by :class:`~.causal_rerank.YesNoScorer` through its prompt and yes/no logits. Other
 causal-LM rerankers are refused by :meth:`SentenceTransformersEngine.match`. A model whose ``config.json`` maps its
@@ -26,12 +33,13 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator
 
 from xinference.engines.answers import embeddings_answer, encode_embedding, rerank_answer
 from xinference.engines.base import Engine, Verdict
-from xinference.engines.envs.libcheck import check_library
+from xinference.engines.libraries import TRANSFORMERS_HINT
 from xinference.engines.sentence_transformers.batcher import Batcher
 from xinference.engines.sentence_transformers.causal_rerank import (
     YesNoScorer,
@@ -53,8 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["SentenceTransformersEngine"]
 
 logger = logging.getLogger(__name__)
-
-_INSTALL_HINT = "pip install 'xinference[transformers]'"
 
 
 @contextlib.contextmanager
@@ -100,6 +106,14 @@ class SentenceTransformersEngine(Engine):
     _direct: bool = False
     #: the yes/no scorer of a causal-LM reranker (Qwen3-Reranker); None for cross-encoders
     _scorer: YesNoScorer | None = None
+    #: forward passes that run at once (``n_workers`` where the model allows it, else 1)
+    _workers: int = 1
+    #: held around every tokenizer call: a fast tokenizer refuses to be used from two threads at once
+    _tokenizer_lock: threading.Lock
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tokenizer_lock = threading.Lock()
 
     @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:
@@ -109,17 +123,6 @@ class SentenceTransformersEngine(Engine):
             if reason is not None:
                 return Verdict.reject(reason)
         return verdict
-
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        for module, distribution, minimum in (
-            ("torch", "torch", None),
-            ("sentence_transformers", "sentence-transformers", "3"),
-        ):
-            verdict = check_library(cls.name, module, distribution, minimum, _INSTALL_HINT)
-            if not verdict:
-                return verdict
-        return Verdict.ok()
 
     # -- life cycle ----------------------------------------------------------------------------------------------
     async def load(self) -> None:
@@ -151,17 +154,36 @@ class SentenceTransformersEngine(Engine):
             self._model = await loop.run_in_executor(self._thread, self._load_model)
         except ImportError as exc:
             raise LaunchFailed(
-                f"sentence_transformers needs torch and sentence-transformers ({_INSTALL_HINT}): {exc}"
+                f"sentence_transformers needs torch and sentence-transformers ({TRANSFORMERS_HINT}): {exc}"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - the backend's own text is the useful part
             raise LaunchFailed(f"sentence-transformers could not load {self.model_uid}: {exc}") from exc
         forward = self._embed_forward if self.family.model_type == "embedding" else self._rerank_forward
+        executor = self._thread
+        workers = self.resolved.n_workers if self._direct else 1
+        if workers == 1 and self.resolved.n_workers > 1:
+            # one pass at a time (a reranker, a model served through encode): it gets every worker's threads
+            threads = self.resolved.n_threads * self.resolved.n_workers
+            await loop.run_in_executor(self._thread, _set_torch_threads, threads)
+        elif workers > 1:
+            # Each worker thread sets its own torch threads (torch's CPU thread count is per calling thread).
+            executor = ThreadPoolExecutor(
+                max_workers=workers,
+                thread_name_prefix=f"st-{self.model_uid}-pass",
+                initializer=_set_torch_threads,
+                initargs=(self.resolved.n_threads,),
+            )
+            self._thread.shutdown(wait=False)
+            self._thread = executor
+        self._workers = workers
         self._batcher = Batcher(
             forward,
             max_batch_size=self.resolved.max_batch_size,
             window_s=self.resolved.batch_window_ms / 1000.0,
-            executor=self._thread,
+            executor=executor,
             name=f"st-{self.model_uid}",
+            workers=workers,
+            rounds=workers + self.resolved.queued_rounds,
         )
 
     def _load_model(self) -> Any:
@@ -229,8 +251,11 @@ class SentenceTransformersEngine(Engine):
         self._scorer = None
 
     def stats(self) -> dict[str, Any]:
-        """Batching counters (forward passes, requests, the most requests that shared one pass)."""
-        return self._batcher.snapshot() if self._batcher is not None else {}
+        """Batching counters (forward passes, requests, the most requests that shared one pass, the most passes
+        that ran at once) and ``workers``."""
+        if self._batcher is None:
+            return {}
+        return {**self._batcher.snapshot(), "workers": self._workers}
 
     def _ready(self) -> Batcher[Any, Any]:
         if self._batcher is None or self._model is None:
@@ -240,9 +265,10 @@ class SentenceTransformersEngine(Engine):
     # -- forward passes (worker thread) ------------------------------------------------------------------------
     def _tokenize(self, first: list[str], second: list[str] | None = None) -> dict[str, list[list[int]]]:
         """Token ids (and the tokenizer's other per-token lists), truncated to the model's maximum, unpadded."""
-        encoded = self._model.tokenizer(
-            first, second, truncation=True, max_length=self._max_length, add_special_tokens=True
-        )
+        with self._tokenizer_lock:
+            encoded = self._model.tokenizer(
+                first, second, truncation=True, max_length=self._max_length, add_special_tokens=True
+            )
         return {key: list(values) for key, values in encoded.items()}
 
     def _padded(self, encoded: dict[str, list[list[int]]], group: list[int]) -> dict[str, Any]:
@@ -356,7 +382,8 @@ class SentenceTransformersEngine(Engine):
             raise InvalidRequest(
                 f"input[{index}] must be a non-empty list of this model's token ids (0 to {size - 1})", param="input"
             )
-        text: str = tokenizer.decode(item, skip_special_tokens=True)
+        with self._tokenizer_lock:
+            text: str = tokenizer.decode(item, skip_special_tokens=True)
         return text
 
     def _check_dimensions(self, requested: int | None) -> int | None:
@@ -392,6 +419,13 @@ class SentenceTransformersEngine(Engine):
             bool(request.get("return_documents")),
             sum(n for _, n in results),
         )
+
+
+def _set_torch_threads(count: int) -> None:
+    """A forward worker's initializer: its torch threads."""
+    import torch
+
+    torch.set_num_threads(count)
 
 
 def _read_model_config(model_path: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
+from xinference.engines.libraries import SGLANG
 from xinference.engines.managed.engine import (
     ManagedServerEngine,
     cuda_linux_verdict,
@@ -70,7 +71,7 @@ class SGLangEngine(ManagedServerEngine):
     reads_images: ClassVar[bool] = True  # image_url parts pass to SGLang's OpenAI route, its processor reads them
     config_class = SGLangConfig
     context_option: ClassVar[str | None] = "context_length"
-    module, distribution, min_version = "sglang", "sglang", "0.4.0"
+    module, distribution, min_version = SGLANG.module, SGLANG.distribution, SGLANG.minimum
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "sglang:num_running_reqs",
         "requests_waiting": "sglang:num_queue_reqs",

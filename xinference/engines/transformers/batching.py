@@ -2,20 +2,27 @@
 
 One thread (the *scheduler*) owns the model. Each turn of its loop it
 
-1. admits waiting sequences while fewer than ``max_num_seqs`` run: each is prefilled alone (its own KV cache),
-   samples its first token, and is merged into the batch;
+1. admits waiting sequences while fewer than ``max_num_seqs`` run. The text prompts waiting together are prefilled
+   together: one left-padded batch (its own KV cache), at most ``prefill_tokens`` padded tokens per forward pass
+   (the launch option ``prefill_step_size``). A longer group is prefilled a chunk per turn, so a long prompt
+   delays the running sequences' next token by one chunk at most. Once the whole group is in, each sequence
+   samples its first token and the group is merged into the running batch. A prompt with images (or any prompt of
+   a model with multimodal rotary positions, or with cache layers other than plain full attention) is prefilled
+   alone, whole, as before;
 2. drops the sequences whose client went away or that finished;
 3. runs one decode step for every running sequence at once.
 
 The batch's KV cache is left-padded: row ``i`` holds sequence ``i``'s keys and values right-aligned, and an
-attention mask marks the padding. Merging a new sequence pads whichever side is shorter on the left; removing one
+attention mask marks the padding. Merging new sequences pads whichever side is shorter on the left; removing one
 selects the remaining rows and trims columns that became padding for every row. Position ids are passed per row,
 so padding never shifts a sequence's positions. A long generation therefore never blocks the others: they all
 advance one token per step, and a finished or aborted one leaves at the next step.
 
-The thread, the queue of waiting sequences, detokenization, stop strings and the counters are
-:class:`~xinference.engines.continuous.loop.DecodeLoop`'s (shared with the MLX engine); this module brings the torch
-batch. Sequences talk to their requester through a :class:`Sink` (called on the scheduler thread; it must not block).
+A batched prefill that fails (out of memory, a bad token in one prompt) is retried one prompt at a time, so only
+the prompt at fault fails. The thread, the queue of waiting sequences, detokenization, stop strings and the counters
+are :class:`~xinference.engines.continuous.loop.DecodeLoop`'s (shared with the MLX engine); this module brings the
+torch batch. Sequences talk to their requester through a :class:`Sink` (called on the scheduler thread; it must not
+block).
 """
 
 from __future__ import annotations
@@ -30,9 +37,13 @@ from xinference.engines.continuous.loop import Sequence as BaseSequence
 from xinference.engines.continuous.requests import SamplingParams
 from xinference.errors import EngineError, XinferenceError
 
-__all__ = ["SamplingParams", "Scheduler", "Sequence", "Sink"]
+__all__ = ["PREFILL_TOKENS", "SamplingParams", "Scheduler", "Sequence", "Sink"]
 
 logger = logging.getLogger(__name__)
+
+#: Padded prompt tokens (rows x columns) one prefill forward pass takes at most by default; a group of prompts
+#: needing more is prefilled over several turns, a decode step of the running sequences between two chunks.
+PREFILL_TOKENS = 512
 
 
 @dataclass(eq=False)
@@ -44,6 +55,20 @@ class Sequence(BaseSequence):
     seen: Any = None
     #: a :class:`xinference.engines.grammar.GrammarMatcher` when the output is constrained
     grammar: Any = None
+    #: prefill this sequence alone (its batched prefill failed once: find out whether it is the one at fault)
+    alone: bool = False
+
+
+@dataclass(eq=False)
+class _Prefill:
+    """Prompts being prefilled together, left-padded to one width, a chunk of columns per turn."""
+
+    seqs: list[Sequence]
+    ids: Any  # [rows, width] the prompts, right-aligned
+    mask: Any  # [rows, width] 1 over each prompt's tokens
+    positions: Any  # [rows, width] each token's position in its own prompt
+    cache: Any
+    done: int = 0  # columns already through the model
 
 
 class Scheduler(DecodeLoop):
@@ -58,14 +83,20 @@ class Scheduler(DecodeLoop):
         max_num_seqs: int,
         device: str,
         name: str = "transformers",
+        prefill_tokens: int = PREFILL_TOKENS,
     ) -> None:
         super().__init__(loader, max_num_seqs=max_num_seqs, name=name)
         self.device = device
+        self.prefill_tokens = prefill_tokens
+        #: prefill forward passes run (a batch of prompts, or one chunk of it, counts once)
+        self.prefills = 0
         self._running: list[Sequence] = []
+        self._filling: _Prefill | None = None
         self._cache: Any = None
         self._mask: Any = None  # [rows, columns] 1 where the cache holds a real token
         self._positions: Any = None  # [rows] position id of each row's next token
         self._cache_kwarg = "past_key_values"
+        self._plain_cache = True  # every cache layer plain full attention (see _check_cache_layout)
 
     # -- the backend (scheduler thread) ------------------------------------------------------------------------
     def _on_loaded(self) -> None:
@@ -80,10 +111,15 @@ class Scheduler(DecodeLoop):
         return torch.inference_mode()
 
     def _live(self) -> list[BaseSequence]:
-        return list(self._running)
+        filling = self._filling.seqs if self._filling is not None else []
+        return [*self._running, *filling]
 
     def _reset_batch(self) -> None:
         self._running, self._cache, self._mask, self._positions = [], None, None, None
+        self._filling = None
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "prefill_passes": self.prefills}
 
     def _turn(self) -> None:
         self._admit()
@@ -98,7 +134,8 @@ class Scheduler(DecodeLoop):
         from transformers.cache_utils import DynamicLayer
 
         probe = DynamicCache(config=self.model.config)
-        if self.max_num_seqs > 1 and any(type(layer) is not DynamicLayer for layer in probe.layers):
+        self._plain_cache = all(type(layer) is DynamicLayer for layer in probe.layers)
+        if self.max_num_seqs > 1 and not self._plain_cache:
             logger.warning(
                 "%s: this model's cache layers are not plain full attention; decoding one sequence at a time",
                 self._name,
@@ -106,24 +143,122 @@ class Scheduler(DecodeLoop):
             self.max_num_seqs = 1
 
     def _admit(self) -> None:
-        while len(self._running) < self.max_num_seqs:
+        """Go on with the prompts being prefilled, or start on the ones waiting now (see the module docstring)."""
+        if self._filling is None:
+            group = self._take_group()
+            if not group:
+                return
+            if len(group) == 1 and self._alone(group[0]):
+                self._admit_alone(group[0])
+                return
+            self._start_group(group)
+        self._fill_chunk()
+
+    def _alone(self, seq: Sequence) -> bool:
+        """Whether ``seq`` is prefilled by itself and whole: it carries images, its model shifts multimodal
+        positions per prompt or keeps other than plain full-attention caches (sliding windows: never chunked here),
+        or its batched prefill failed."""
+        return seq.alone or bool(seq.media) or not self._plain_cache or self._rope_delta_holder() is not None
+
+    def _take_group(self) -> list[Sequence]:
+        """The waiting sequences to prefill together: text prompts in their order while there is room in the batch
+        and padding does not more than double the work (short prompts always go together), or one sequence that
+        goes alone."""
+        group: list[Sequence] = []
+        tokens = width = 0
+        while len(self._running) + len(group) < self.max_num_seqs:
             seq = self._next_waiting()
             if seq is None:
-                return
+                break
             assert isinstance(seq, Sequence)
-            try:
-                self._prefill(seq)
-            except Exception as exc:  # noqa: BLE001 - out of memory on a long prompt, a bad token: its own error
-                error = (
-                    exc
-                    if isinstance(exc, XinferenceError)
-                    else EngineError(f"Transformers failed on this prompt: {type(exc).__name__}: {exc}")
-                )
-                if not isinstance(exc, XinferenceError):
-                    logger.warning("prefill of a %d-token prompt failed: %s", len(seq.prompt_ids), error.message)
-                seq.sink.on_error(seq, error)  # the request hears at once instead of waiting forever
-                if seq in self._running:
-                    raise  # it failed while joining the batch: the batch cache may be half changed
+            size = len(seq.prompt_ids)
+            padded = max(width, size) * (len(group) + 1)
+            if group and (self._alone(seq) or padded > max(2 * (tokens + size), self.prefill_tokens)):
+                self._put_back([seq])  # its turn comes once this group is in
+                break
+            if self._alone(seq):
+                return [seq]
+            group.append(seq)
+            tokens, width = tokens + size, max(width, size)
+        return group
+
+    def _admit_alone(self, seq: Sequence) -> None:
+        try:
+            self._prefill(seq)
+        except Exception as exc:  # noqa: BLE001 - out of memory on a long prompt, a bad token: its own error
+            self._prefill_failed(seq, exc)
+            if seq in self._running:
+                raise  # it failed while joining the batch: the batch cache may be half changed
+
+    def _prefill_failed(self, seq: Sequence, exc: Exception) -> None:
+        error = (
+            exc
+            if isinstance(exc, XinferenceError)
+            else EngineError(f"Transformers failed on this prompt: {type(exc).__name__}: {exc}")
+        )
+        if not isinstance(exc, XinferenceError):
+            logger.warning("prefill of a %d-token prompt failed: %s", len(seq.prompt_ids), error.message)
+        seq.finish_reason = "error"
+        seq.sink.on_error(seq, error)  # the request hears at once instead of waiting forever
+
+    def _start_group(self, group: list[Sequence]) -> None:
+        import torch
+        from transformers import DynamicCache
+
+        width = max(len(seq.prompt_ids) for seq in group)
+        ids = torch.zeros((len(group), width), dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        for row, seq in enumerate(group):
+            self._prepare(seq)
+            size = len(seq.prompt_ids)
+            ids[row, width - size :] = torch.tensor(seq.prompt_ids, dtype=torch.long)
+            mask[row, width - size :] = 1
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        self._filling = _Prefill(
+            group,
+            ids.to(self.device),
+            mask.to(self.device),
+            positions.to(self.device),
+            DynamicCache(config=self.model.config),
+        )
+
+    def _fill_chunk(self) -> None:
+        """One forward pass over the next columns of the group being prefilled; the last one samples each
+        sequence's first token and merges the group into the running batch."""
+        filling = self._filling
+        assert filling is not None
+        rows, width = filling.ids.shape
+        end = min(width, filling.done + max(1, self.prefill_tokens // rows))
+        try:
+            out = self.model(
+                input_ids=filling.ids[:, filling.done : end],
+                attention_mask=filling.mask[:, :end],
+                position_ids=filling.positions[:, filling.done : end],
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kwarg: filling.cache},
+            )
+        except Exception as exc:  # noqa: BLE001 - which prompt is at fault is found by prefilling each alone
+            self._filling = None
+            if rows == 1:
+                self._prefill_failed(filling.seqs[0], exc)
+                return
+            logger.warning("a batched prefill of %d prompts failed (%s); prefilling them one at a time", rows, exc)
+            for seq in filling.seqs:
+                seq.alone = True
+            self._put_back(list(filling.seqs))
+            return
+        self.prefills += 1
+        filling.done = end
+        if end < width:
+            return
+        self._filling = None
+        logits = out.logits[:, -1]
+        for row, seq in enumerate(filling.seqs):
+            if not seq.sink.cancelled:
+                self._accept(seq, self._sample(seq, logits[row]))
+        positions = filling.mask.sum(dim=1)
+        self._merge(filling.seqs, filling.cache, filling.mask, positions)
 
     def _prefill(self, seq: Sequence) -> None:
         import torch
@@ -144,7 +279,7 @@ class Scheduler(DecodeLoop):
             return
         mask = torch.ones((1, len(seq.prompt_ids)), dtype=torch.long, device=self.device)
         position = torch.tensor([len(seq.prompt_ids) + delta], dtype=torch.long, device=self.device)
-        self._merge(seq, cache, mask, position)  # the forward pass filled ``cache`` in place
+        self._merge([seq], cache, mask, position)  # the forward pass filled ``cache`` in place
 
     def _media_inputs(self, seq: Sequence) -> dict[str, Any]:
         """The prompt's image inputs (a processor's ``pixel_values``, ``image_grid_thw``, ...) on the model's
@@ -190,11 +325,11 @@ class Scheduler(DecodeLoop):
                 True
             )
 
-    def _merge(self, seq: Sequence, cache: Any, mask: Any, position: Any) -> None:
-        """Add a prefilled sequence's cache as a new, left-padded row of the batch cache."""
+    def _merge(self, seqs: list[Sequence], cache: Any, mask: Any, position: Any) -> None:
+        """Add prefilled sequences' cache (one row each, left-padded) as new rows of the batch cache."""
         import torch
 
-        self._running.append(seq)
+        self._running.extend(seqs)
         self.max_batch_seen = max(self.max_batch_seen, len(self._running))
         if self._cache is None:
             self._cache, self._mask, self._positions = cache, mask, position

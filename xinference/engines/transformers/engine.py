@@ -24,11 +24,10 @@ import os
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from xinference.engines.base import Verdict
 from xinference.engines.continuous.adapter import BatchingEngine
 from xinference.engines.continuous.loop import Sequence as BaseSequence
 from xinference.engines.continuous.requests import RequestPlan, SamplingParams, template_kwargs
-from xinference.engines.envs.libcheck import check_library
+from xinference.engines.libraries import TRANSFORMERS_HINT
 from xinference.engines.transformers.batching import Scheduler, Sequence
 from xinference.engines.transformers.config import ResolvedTransformersConfig, TransformersConfig
 from xinference.errors import InvalidRequest, LaunchFailed
@@ -41,8 +40,6 @@ from xinference.model.prompt_render import RenderLimits, render, special_tokens_
 __all__ = ["TransformersEngine", "markers_are_special"]
 
 logger = logging.getLogger(__name__)
-
-_INSTALL_HINT = "pip install 'xinference[transformers]'"
 
 
 def markers_are_special(parser: ChatOutputParser, special_tokens: Iterable[str]) -> bool:
@@ -73,15 +70,6 @@ class TransformersEngine(BatchingEngine):
     resolved: ResolvedTransformersConfig
     _processor: Any = None
 
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        # 4.56: the KV-cache ``layers`` API the batching relies on
-        for module, minimum in (("torch", None), ("transformers", "4.56")):
-            verdict = check_library(cls.name, module, module, minimum, _INSTALL_HINT)
-            if not verdict:
-                return verdict
-        return Verdict.ok()
-
     # -- life cycle ----------------------------------------------------------------------------------------------
     async def load(self) -> None:
         assert isinstance(self.config, TransformersConfig)
@@ -96,10 +84,14 @@ class TransformersEngine(BatchingEngine):
             import torch  # noqa: F401
             import transformers  # noqa: F401
         except ImportError as exc:
-            raise LaunchFailed(f"Transformers needs torch and transformers ({_INSTALL_HINT}): {exc}") from exc
+            raise LaunchFailed(f"Transformers needs torch and transformers ({TRANSFORMERS_HINT}): {exc}") from exc
         cfg = self.resolved
         scheduler = Scheduler(
-            self._load_model, max_num_seqs=cfg.max_num_seqs, device=cfg.device, name=f"tf-{self.model_uid}"
+            self._load_model,
+            max_num_seqs=cfg.max_num_seqs,
+            device=cfg.device,
+            name=f"tf-{self.model_uid}",
+            prefill_tokens=cfg.prefill_step_size,
         )
         await self._start_loop(scheduler)
         self._stop_token_ids = self._collect_stop_ids(scheduler.model, scheduler.tokenizer)

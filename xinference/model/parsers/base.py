@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -26,7 +27,7 @@ __all__ = [
 E = TypeVar("E")
 
 
-class StepStream(Generic[E]):
+class StepStream(ABC, Generic[E]):
     """The loop every incremental parser shares: ``feed(delta)`` buffers the text in ``_buf`` and runs ``_step``
     until the buffer is empty or a step cannot decide yet (it returns False: more text is needed, or ``final`` has
     settled everything it can). A subclass sets ``_buf`` to ``""`` in ``__init__``, writes ``_step`` and its own
@@ -44,9 +45,9 @@ class StepStream(Generic[E]):
             pass
         return events
 
+    @abstractmethod
     def _step(self, events: list[E], final: bool) -> bool:
         """Consume a piece of ``_buf`` (appending what it means to ``events``); False when nothing could be."""
-        raise NotImplementedError
 
 
 def new_call_id() -> str:

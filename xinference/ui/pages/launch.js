@@ -20,16 +20,27 @@ async function loadCachedNames() {
   return new Set((body.list || []).flatMap((entry) => entry.model_names || []));
 }
 
+// Models that run offline come first: weights already in the cache, then weights that ship in a Python package
+// (the bundled ones); then the rest in catalog order. Array.prototype.sort is stable, so each group keeps it.
+function readiness(model, cached) {
+  if (cached.has(model.model_name)) return 0;
+  return (model.model_specs || []).some((s) => s.bundled) ? 1 : 2;
+}
+
 function ModelCard({ model, cached, onLaunch }) {
   const specs = model.model_specs || [];
   const formats = [...new Set(specs.map((s) => s.model_format))];
+  const bundled = specs.some((s) => s.bundled);
   return html`
-    <article class="card model-card" data-model=${model.model_name}>
+    <article class="card model-card" data-model=${model.model_name}
+      data-bundled=${bundled ? "yes" : "no"}>
       <header>
         <h3>${model.model_name}</h3>
         <span class="badge">${model.model_type}</span>
         ${!model.is_builtin && html`<span class="badge custom">custom</span>`}
         ${cached && html`<span class="badge cached">cached</span>`}
+        ${!cached && bundled && html`<span class="badge cached" title="Its weights ship in an installed Python
+          package: it launches offline">bundled</span>`}
       </header>
       <p class="desc">${model.model_description || ""}</p>
       <div class="tags">
@@ -71,7 +82,7 @@ export function LaunchPage() {
         && (!ability || (m.model_ability || []).includes(ability))
         && (!onlyCached || cached.has(m.model_name))
         && (!onlyCustom || !m.is_builtin);
-    });
+    }).sort((a, b) => readiness(a, cached) - readiness(b, cached));
   }, [catalog, cached, search, type, ability, onlyCached, onlyCustom]);
 
   return html`

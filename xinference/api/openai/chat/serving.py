@@ -15,7 +15,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Sequence
-from typing import Any, AsyncIterator, Literal, Union
+from typing import Any, AsyncIterator, Literal, Union, cast
 
 from xinference import settings
 from xinference.api.errors import error_frame
@@ -31,6 +31,7 @@ from xinference.api.metrics import observe_batch, with_usage
 from xinference.api.openai.chat.mcp_tools import complete_with_tools, request_tools, stream_with_tools
 from xinference.api.openai.chat.protocol import ChatCompletionRequest, CompletionRequest
 from xinference.api.sse import DONE_FRAME, encode_frames
+from xinference.engines.base import Chunk, chunk_dicts
 from xinference.errors import EngineError, InvalidRequest, WrongModelType, XinferenceError
 from xinference.model.images import image_parts
 
@@ -69,11 +70,13 @@ class GenerationService:
             if tools is not None and isinstance(body, ChatCompletionRequest):
                 if not body.stream:
                     return await self.requests.run(entry, complete_with_tools(self, body, params, tools))
-                batches = await stream_with_tools(self, body, params, tools)
+                batches: AsyncIterator[list[Chunk]] = cast(
+                    AsyncIterator[list[Chunk]], await stream_with_tools(self, body, params, tools)
+                )
             elif not body.stream:
                 return await self.requests.run(entry, self.complete(kind, body.model, params, body.keep_alive))
-            else:
-                batches = await self.open(kind, body.model, params, body.keep_alive)
+            else:  # the plain relay: chunks an engine passed as JSON text are written without a decode
+                batches = await self._open(kind, body.model, params, body.keep_alive, decode=False)
         except BaseException:
             if entry is not None:
                 self.requests.finish(entry)
@@ -128,11 +131,20 @@ class GenerationService:
         self, kind: Kind, model: str, params: dict[str, Any], keep_alive: Any = None
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Start a stream and return its chunks in batches (errors before the first chunk are raised here);
-        ``keep_alive`` as in :meth:`complete`.
+        ``keep_alive`` as in :meth:`complete`. Every chunk is a dict here (decoded in this process when the engine
+        passed it as JSON text), for the consumers that read fields: the Messages and Responses translations, the
+        MCP tool loop.
 
         Close the iterator (``contextlib.aclosing``) when the consumer stops early: the model actor is then told to
         abort, which frees the engine's slot.
         """
+        batches = await self._open(kind, model, params, keep_alive, decode=True)
+        return cast(AsyncIterator[list[dict[str, Any]]], batches)
+
+    async def _open(
+        self, kind: Kind, model: str, params: dict[str, Any], keep_alive: Any, decode: bool
+    ) -> AsyncIterator[list[Chunk]]:
+        """:meth:`open`; with ``decode`` False, chunks the engine passed as JSON text stay bytes (the plain relay)."""
         route = await self.route(model, kind)
         note_keep_alive(self._routes, route, keep_alive)
         ticket, route = await self._routes.admit(route)  # held until the stream ends (admission, metrics)
@@ -147,7 +159,7 @@ class GenerationService:
         replica.outstanding += 1  # given back by _Release when the stream ends, or when its iterator is dropped
         ticket.streamed = True
         release = _Release(self, replica, stream_id, ticket)
-        batches = self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage, release)
+        batches = self._batches(route.model_uid, replica, stream_id, batch, done, ticket, wanted_usage, release, decode)
         # An iterator dropped before its first read never runs its ``finally``: the finalizer gives back its
         # replica slot and admission ticket then, and aborts the request in the engine.
         weakref.finalize(batches, release, False)
@@ -169,23 +181,25 @@ class GenerationService:
         uid: str,
         replica: Replica,
         stream_id: str,
-        batch: list[dict[str, Any]],
+        batch: list[Chunk],
         done: bool,
         ticket: Ticket,
         wanted_usage: bool,
         release: _Release,
-    ) -> AsyncIterator[list[dict[str, Any]]]:
+        decode: bool,
+    ) -> AsyncIterator[list[Chunk]]:
         finished = done
         pump = self._pump(uid, replica) if not done else None
         inbox = pump.add(stream_id) if pump is not None else None
         try:
-            yield observe_batch(ticket, batch, wanted_usage)
+            batch = observe_batch(ticket, batch, wanted_usage)
+            yield cast(list[Chunk], chunk_dicts(batch)) if decode else batch
             while not done and inbox is not None:
                 batch, done = await inbox.get()
                 if batch:
                     batch = observe_batch(ticket, batch, wanted_usage)
                     if batch:
-                        yield batch
+                        yield cast(list[Chunk], chunk_dicts(batch)) if decode else batch
             finished = True
         except (GeneratorExit, asyncio.CancelledError) as exc:
             ticket.fail(exc)
@@ -221,7 +235,7 @@ class GenerationService:
             self._pumps[replica.address] = pump
         return pump
 
-    async def _relay(self, uid: str, batches: AsyncIterator[list[dict[str, Any]]]) -> AsyncIterator[bytes]:
+    async def _relay(self, uid: str, batches: AsyncIterator[list[Chunk]]) -> AsyncIterator[bytes]:
         async with contextlib.aclosing(batches):  # type: ignore[type-var]
             try:
                 async for batch in batches:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol, Union
 
 from xinference.api.sse import encode_events
@@ -39,7 +40,7 @@ class Translator(Protocol):
     def finish(self) -> list[Event]: ...
 
 
-class ChunkWalker:
+class ChunkWalker(ABC):
     """Base of the translators: ``feed`` walks a chat chunk's deltas in the order the model produced them
     (reasoning, text, tool calls) and hands each to the subclass's ``_reasoning``, ``_content`` and ``_tool_call``,
     which return the events to send; it keeps the usage (``_take_usage``) and the last ``finish_reason``."""
@@ -62,17 +63,21 @@ class ChunkWalker:
                 self._finish = choice["finish_reason"]
         return events
 
+    @abstractmethod
     def _take_usage(self, usage: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Keep the usage a chunk reports (the last one counts)."""
 
+    @abstractmethod
     def _reasoning(self, text: str) -> list[Event]:
-        raise NotImplementedError
+        """The events for a piece of reasoning text."""
 
+    @abstractmethod
     def _content(self, text: str) -> list[Event]:
-        raise NotImplementedError
+        """The events for a piece of answer text."""
 
+    @abstractmethod
     def _tool_call(self, call: dict[str, Any]) -> list[Event]:
-        raise NotImplementedError
+        """The events for one tool-call delta."""
 
 
 class _Chat(Protocol):
