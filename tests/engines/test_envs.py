@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -102,6 +103,58 @@ def test_overlay_sees_the_main_environment_after_its_own(envs_root: Path, wheelh
     # the manifest lists only what is in the env, not the whole main environment
     assert set(found["distributions"]) >= {"xinf-probe", "xinf-extra"}
     assert "pydantic" not in found["distributions"]
+
+
+def _overlay_pth(envs_root: Path, slug: str) -> Path:
+    (pth,) = (envs_root / slug).glob("lib/python*/site-packages/_xinference_overlay.pth")
+    return pth
+
+
+def _imports_xinference(python: Path) -> bool:
+    code = "import xinference"
+    return subprocess.run([str(python), "-c", code], capture_output=True, cwd=python.parent).returncode == 0
+
+
+@pytest.mark.slow
+def test_an_overlay_env_follows_the_main_environment_that_uses_it(envs_root: Path, wheelhouse: Path) -> None:
+    """CI once ran on a cache whose MLX env an earlier checkout had installed: its overlay showed that checkout's
+    venv, gone since, so the model process could not import xoscar and the env's Python had no pytest."""
+    recipe = EnvRecipe(("xinf-probe",), overlay=True, pip_args=_offline(wheelhouse))
+    envs.install("Overlay", recipe)
+    pth = _overlay_pth(envs_root, "overlay")
+    gone = "import site; site.addsitedir('/nonexistent/checkout/.venv/lib/site-packages')\n"
+    python = envs.env_python("Overlay")
+    assert python is not None
+
+    pth.write_text(gone, encoding="utf-8")
+    assert not _imports_xinference(python)
+    assert envs.overlay_python("Overlay") == python  # what the worker starts a model process with
+    assert _imports_xinference(python)
+
+    pth.write_text(gone, encoding="utf-8")
+    assert envs.install("Overlay", recipe)["engine"] == "Overlay"  # already installed: only re-pointed
+    assert _imports_xinference(python)
+    assert pth.read_text(encoding="utf-8") != gone
+
+
+@pytest.mark.slow
+def test_an_overlay_env_made_with_another_python_is_rebuilt(envs_root: Path, wheelhouse: Path) -> None:
+    recipe = EnvRecipe(("xinf-probe",), overlay=True, pip_args=_offline(wheelhouse))
+    envs.install("Overlay", recipe)
+    path = envs_root / "overlay" / envs.MANIFEST_NAME
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**recorded, "python": "3.0.1"}), encoding="utf-8")
+    with pytest.raises(EngineError, match=r"made with Python 3\.0.*xinference engine install Overlay --force"):
+        envs.overlay_python("Overlay")
+    rebuilt = envs.install("Overlay", recipe)  # not "already installed": a venv of another Python
+    assert rebuilt["installed_at"] > recorded["installed_at"]
+    assert rebuilt["python"].startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")
+    python = envs.overlay_python("Overlay")
+    assert python is not None and _imports_xinference(python)
+
+
+def test_no_overlay_python_for_an_env_not_installed(envs_root: Path) -> None:
+    assert envs.overlay_python("Overlay") is None
 
 
 @pytest.mark.slow

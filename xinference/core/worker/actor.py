@@ -29,7 +29,13 @@ from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import LOG_ENV, ModelActor
 from xinference.core.refs import WORKER_UID, ReplicaRef, SupervisorRef, replica_ref, supervisor_ref
 from xinference.core.worker.health import HEALTH_INTERVAL_S, health_due, refill_restart_budget
-from xinference.core.worker.replica import _Replica, device_env, engine_class, engine_process
+from xinference.core.worker.replica import (
+    _Replica,
+    device_env,
+    engine_class,
+    engine_process,
+    why_process_did_not_start,
+)
 from xinference.core.worker.state import SavedReplicas
 from xinference.errors import EngineError, InvalidRequest, LaunchFailed, ModelNotFound, XinferenceError
 from xinference.hardware import detect_hardware
@@ -197,12 +203,17 @@ class WorkerActor(xo.StatelessActor):
         replica.log_path.write_text("")
         python, engine_env = engine_process(replica.engine, replica.plan)
         env = {**device_env(replica.plan), **engine_env, LOG_ENV: str(replica.log_path)}
-        address = await self._pool.append_sub_pool(
-            label=f"model:{replica.replica_uid}",
-            env=env,
-            modules=["xinference.core.xoscar_setup"],
-            start_python=python,
-        )
+        try:
+            address = await self._pool.append_sub_pool(
+                label=f"model:{replica.replica_uid}",
+                env=env,
+                modules=["xinference.core.xoscar_setup"],
+                start_python=python,
+            )
+        except OSError as exc:  # the process exited before its pool came up: say why, not xoscar's bare "failed"
+            cause = await asyncio.to_thread(why_process_did_not_start, python, env)
+            where = f" with {python}" if python else ""
+            raise LaunchFailed(f"the model process did not start{where}: {cause or exc}") from None
         replica.address = address
         try:
             # a cancel that came while the process started (it could not reach a model actor yet) stops it here

@@ -4,6 +4,9 @@ environment, the GPUs it sees). Plain data and functions: the actor (``actor.py`
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from xinference.engines.registry import get_engine_class
 from xinference.errors import XinferenceError
 from xinference.hardware import HardwareInfo, detect_hardware
 
-__all__ = ["_Replica", "device_env", "engine_class", "engine_process"]
+__all__ = ["_Replica", "device_env", "engine_class", "engine_process", "why_process_did_not_start"]
 
 
 @dataclass
@@ -76,10 +79,38 @@ def device_env(plan: LaunchPlan) -> dict[str, str]:
 def engine_process(cls: type[Engine] | None, plan: LaunchPlan) -> tuple[str | None, dict[str, str]]:
     """The Python a replica's process starts with (an overlay engine env's, when its engine has one installed) and
     the environment variables its engine asks for. Asked at every start of the process: an engine environment
-    installed since the last one is used by the next."""
+    installed since the last one is used by the next, and an overlay env is pointed at this worker's own main
+    environment first (:func:`~xinference.engines.envs.overlay_python`)."""
     if cls is None:
         return None, {}
     hardware = HardwareInfo.model_validate(plan.hardware) if plan.hardware else detect_hardware()
     recipe = cls.env_recipe(hardware)
-    python = envs.env_python(cls.name) if recipe is not None and recipe.overlay else None
+    python = envs.overlay_python(cls.name) if recipe is not None and recipe.overlay else None
     return (str(python) if python is not None else None), cls.process_env(hardware)
+
+
+#: what a model process imports before xoscar reports its pool up: the first of these that fails is why it did not
+_START_IMPORTS = "import xoscar.backends.indigen, xinference.core.xoscar_setup"
+
+
+def why_process_did_not_start(python: str | None, env: dict[str, str]) -> str:
+    """The root-cause line of a model process that exited before its pool came up (xoscar only says "Start sub
+    pool failed" and the exit code; the traceback went to the worker's stderr). Found by running the same Python
+    with the same environment on the imports the process starts with; called only after such a failure. Empty
+    when those imports work (the process failed later, or not reproducibly)."""
+    executable = python or sys.executable
+    try:
+        probe = subprocess.run(
+            [executable, "-c", _START_IMPORTS],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{executable} could not run: {exc}"
+    if probe.returncode == 0:
+        return ""
+    lines = [line.strip() for line in probe.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"{executable} exited with code {probe.returncode}"

@@ -65,6 +65,7 @@ __all__ = [
     "install",
     "manifest",
     "normalize_distribution",
+    "overlay_python",
     "uninstall",
 ]
 
@@ -287,9 +288,7 @@ class _Installer:
     def _write_overlay(self) -> None:
         """Make the main environment's packages importable from the env, after the env's own."""
         site_dir = Path(self._query("import sysconfig; print(sysconfig.get_paths()['purelib'])"))
-        main_dirs = list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
-        lines = [f"import site; site.addsitedir({directory!r})" for directory in main_dirs]
-        (site_dir / _OVERLAY_PTH).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _point_overlay(site_dir / _OVERLAY_PTH)
 
     def _query(self, code: str) -> str:
         out = subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, timeout=120, check=False)
@@ -386,6 +385,62 @@ def index_answers(url: str, timeout: float | None = None) -> bool:
     return bool(answered and answered[0])
 
 
+def _overlay_text() -> str:
+    """The overlay ``.pth`` that shows the *running* main environment's packages to an env."""
+    paths = sysconfig.get_paths()
+    main_dirs = dict.fromkeys([paths["purelib"], paths["platlib"]])
+    return "".join(f"import site; site.addsitedir({directory!r})\n" for directory in main_dirs)
+
+
+def _point_overlay(pth: Path) -> bool:
+    """Write the overlay ``.pth`` at ``pth`` unless it already shows the running main environment; True when it
+    was (re)written. Atomic, so a process starting meanwhile reads the old file or the new one, never half."""
+    text = _overlay_text()
+    try:
+        if pth.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    tmp = pth.with_name(f"{pth.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, pth)
+    return True
+
+
+def _python_minor(version: Any) -> str:
+    """``3.11.7`` -> ``3.11``; anything else as a string."""
+    return ".".join(str(version).split(".")[:2])
+
+
+def _running_minor() -> str:
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def overlay_python(engine: str) -> Path | None:
+    """The Python to start an overlay engine's model process with, once its env shows *this* main environment;
+    None when the env is not installed.
+
+    Why at every start: an overlay env remembers the main environment it was installed from, and that one can be
+    gone (a checkout recreated elsewhere with the same ``XINFERENCE_ENVS_DIR``, a CI run on a copy of a cache that
+    an earlier checkout filled): the env's Python would then fail to import xoscar before it could say why. An env
+    made with another Python version cannot load the main environment's compiled packages at all, so that raises
+    with the command that rebuilds it."""
+    found = manifest(engine)
+    if found is None:
+        return None
+    made_with = _python_minor(found.get("python", ""))
+    if made_with != _running_minor():
+        raise EngineError(
+            f"the {engine} environment was made with Python {made_with}, this worker runs {_running_minor()}: "
+            f"rebuild it with `xinference engine install {engine} --force`"
+        )
+    root = env_dir(engine)
+    site_dir = root / ("Lib" if os.name == "nt" else f"lib/python{made_with}") / "site-packages"
+    if _point_overlay(site_dir / _OVERLAY_PTH):
+        logger.info("the %s environment now shows the main environment at %s", engine, sys.prefix)
+    return _bin_python(root)
+
+
 def _base_python() -> str:
     """The interpreter to create envs from: the main environment's base Python (same version, so an overlay env
     can import the main environment's compiled packages)."""
@@ -403,12 +458,17 @@ def install(
     thread. Idempotent: an env installed from the same recipe is returned as it is (``force`` reinstalls); the
     recipe's extra indexes do not count (:meth:`EnvRecipe.same_install`)."""
     current = manifest(engine)
-    if current is not None and not force and recipe.same_install(current.get("recipe")):
+    other_python = current is not None and _python_minor(current.get("python", "")) != _running_minor()
+    if current is not None and not force and not other_python and recipe.same_install(current.get("recipe")):
+        if recipe.overlay:
+            overlay_python(engine)  # shows this main environment, whichever one installed the env
         progress = InstallProgress(engine, "done", f"{engine} is already installed", 1.0)
         if on_progress is not None:
             on_progress(progress)
         return current
-    if current is not None:
+    if other_python:
+        uninstall(engine)  # its venv's Python is another version: start again from this one's
+    elif current is not None:
         (env_dir(engine) / MANIFEST_NAME).unlink(missing_ok=True)
     installer = _Installer(engine, recipe, on_progress, cancel)
     try:
