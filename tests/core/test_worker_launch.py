@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.core.plans import replica_plan
 from tests.machines import linux
 from xinference.core.launch import LaunchPlan
 from xinference.core.worker import WorkerActor
@@ -70,18 +71,7 @@ class _StandInModelActor:
 
 
 def _plan(**changes: Any) -> LaunchPlan:
-    fields: dict[str, Any] = {
-        "model_uid": "m",
-        "replica_uid": "m-0",
-        "model_engine": "llama.cpp",
-        "family": {},
-        "spec": {},
-        "quantization": "Q4_0",
-        "engine_config": {"n_ctx": 512},
-        "hardware": linux().model_dump(mode="json"),
-        "launch_id": "L1",
-    }
-    return LaunchPlan(**{**fields, **changes})
+    return replica_plan(**{"engine_config": {"n_ctx": 512}, "launch_id": "L1", **changes})
 
 
 @pytest.fixture

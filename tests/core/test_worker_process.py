@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.core.plans import replica_plan
 from tests.machines import linux
 from xinference.core.exit_watch import UNKNOWN_EXIT, ExitWatch
 from xinference.core.launch import LaunchPlan
@@ -175,16 +176,7 @@ def test_a_cancel_before_the_model_process_exists_stops_the_launch(
         raise AssertionError("the model actor must not be created after a cancel")
 
     monkeypatch.setattr(worker_module.xo, "create_actor", create_actor)
-    plan = {
-        "model_uid": "m",
-        "replica_uid": "m-0",
-        "model_engine": "llama.cpp",
-        "family": {},
-        "spec": {},
-        "quantization": "Q4_0",
-        "engine_config": {},
-        "hardware": linux().model_dump(mode="json"),
-    }
+    plan = replica_plan()
 
     async def scenario() -> BaseException | None:
         launch = asyncio.create_task(worker.launch_replica(plan))

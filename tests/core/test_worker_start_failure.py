@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import venv
 from pathlib import Path
-from typing import Any
 
 import pytest
 import xoscar as xo
 
 from tests.conftest import free_port
-from tests.machines import linux
+from tests.core.plans import replica_plan
 from xinference.core.worker import WorkerActor
 from xinference.core.worker import actor as worker_module
 from xinference.core.worker.replica import why_process_did_not_start
@@ -48,23 +47,13 @@ def test_a_launch_whose_process_cannot_start_says_why(
 ) -> None:
     monkeypatch.setenv("XINFERENCE_HOME", str(tmp_path))
     monkeypatch.setattr(worker_module, "engine_process", lambda cls, plan: (str(bare_python), {}))
-    plan: dict[str, Any] = {
-        "model_uid": "m",
-        "replica_uid": "m-0",
-        "model_engine": "llama.cpp",
-        "family": {},
-        "spec": {},
-        "quantization": "Q4_0",
-        "engine_config": {},
-        "hardware": linux().model_dump(mode="json"),
-    }
 
     async def scenario() -> tuple[BaseException | None, WorkerActor]:
         pool = await xo.create_actor_pool(f"127.0.0.1:{free_port()}", n_process=0, auto_recover=False)
         try:
             worker = WorkerActor(main_pool=pool)
             try:
-                await worker.launch_replica(plan)
+                await worker.launch_replica(replica_plan())
             except Exception as exc:  # noqa: BLE001 - the outcome under test
                 return exc, worker
             return None, worker
