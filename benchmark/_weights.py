@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CONVERTED_SMOLLM2", "converted_smollm2"]
 
@@ -42,3 +43,16 @@ def converted_smollm2(target: Path = CONVERTED_SMOLLM2) -> Path:
     except OSError:  # another process finished first
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def smollm2_torch() -> tuple[Any, Any]:
+    """The converted SmolLM2 as a float32 Transformers model (eval mode) and its tokenizer, torch on one thread: the
+    loader the Transformers scheduler tests hand to ``Scheduler``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = converted_smollm2()
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
+    return model, tokenizer

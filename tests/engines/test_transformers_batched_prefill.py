@@ -11,14 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from benchmark._weights import converted_smollm2  # noqa: E402
+from benchmark._weights import smollm2_torch  # noqa: E402
 from xinference.engines.transformers.batching import SamplingParams, Scheduler, Sequence  # noqa: E402
 from xinference.errors import XinferenceError  # noqa: E402
 
@@ -62,20 +61,9 @@ class RecordingSink:
         self.ended.set()
 
 
-def _loader() -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = converted_smollm2()
-    torch.set_num_threads(1)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
-    return model, tokenizer
-
-
 def _scheduler(prefill_tokens: int) -> Iterator[Scheduler]:
     scheduler = Scheduler(
-        _loader, max_num_seqs=4, device="cpu", name="batched-prefill-test", prefill_tokens=prefill_tokens
+        smollm2_torch, max_num_seqs=4, device="cpu", name="batched-prefill-test", prefill_tokens=prefill_tokens
     )
     scheduler.start()
     try:

@@ -9,14 +9,13 @@ allocation failure would, in the middle of the prefill's forward pass.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from benchmark._weights import converted_smollm2  # noqa: E402
+from benchmark._weights import smollm2_torch  # noqa: E402
 from xinference.engines.transformers.batching import SamplingParams, Scheduler, Sequence  # noqa: E402
 from xinference.errors import XinferenceError  # noqa: E402
 
@@ -50,19 +49,8 @@ class RecordingSink:
         self.ended.set()
 
 
-def _loader() -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = converted_smollm2()
-    torch.set_num_threads(1)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
-    return model, tokenizer
-
-
 def test_failed_prefill_fails_only_its_request() -> None:
-    scheduler = Scheduler(_loader, max_num_seqs=4, device="cpu", name="prefill-failure-test")
+    scheduler = Scheduler(smollm2_torch, max_num_seqs=4, device="cpu", name="prefill-failure-test")
     scheduler.start()
     try:
         scheduler.wait_loaded()
