@@ -18,11 +18,11 @@ def test_cpu_seconds_sum_the_processes_and_count_an_exited_one_as_nothing() -> N
     gone.wait()
     me = psutil.Process()
     before = _cpu_seconds([me, process])
-    deadline = time.process_time() + 0.05
+    deadline = time.process_time() + 0.2
     while time.process_time() < deadline:
         pass
     after = _cpu_seconds([me, process])
-    assert after - before >= 0.04
+    assert after - before >= 0.15  # psutil reads the kernel's clock ticks (10 ms each), not the exact CPU clock
     assert _cpu_seconds([process]) == 0.0 and _cpu_seconds([]) == 0.0
 
 
