@@ -1,10 +1,10 @@
 """Issue 13, item 7, for the agent APIs: a non-streamed Messages or Responses request whose client hangs up stops
-generating, as non-streamed chat does (``routers/dispatch.py``).
+generating, as non-streamed chat does (``xinference/api/gateway/disconnect.py``).
 
 A real server with the bundled model on one llama.cpp slot: a client asks for 2000 tokens and hangs up after a few
 decoding steps; the next request on the only slot must not wait for the other ~2000 tokens, and the API counts the
 abandoned request as aborted. The bound is in decoding steps measured on the same server just before, so a busy
-machine cannot fail it.
+machine cannot fail it, plus the second llama.cpp may take to notice the closed connection (``tests/api/hangup.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import httpx
 import pytest
 
+from tests.api.hangup import freed_slot_wait
 from tests.conftest import LocalServer, start_local_server
 
 pytestmark = pytest.mark.slow
@@ -84,7 +85,7 @@ def test_hanging_up_on_a_non_streamed_agent_request_frees_the_slot(one_slot_serv
     follow_up = ask(2)
     waited = time.monotonic() - started
     assert follow_up.status_code == 200, follow_up.text
-    assert waited < 150 * step, (
+    assert waited < freed_slot_wait(step), (
         f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the abandoned request kept its slot"
     )
     assert _aborted(one_slot_server, path) == aborted_before + 1

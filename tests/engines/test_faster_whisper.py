@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from tests.audio_speech import WORDS, speak
+from tests.audio_speech import heard, speak
 from xinference.api.openai.audio_files import decode_audio
 from xinference.engines.faster_whisper.config import FasterWhisperConfig
 from xinference.engines.faster_whisper.engine import FasterWhisperEngine, pool_threads
@@ -87,8 +87,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def test_transcribes_spoken_words_with_segments_and_words(engine: FasterWhisperEngine, samples: bytes) -> None:
     result = _run(engine, engine.transcribe({"audio": samples, "word_timestamps": True}))
-    text = result["text"].lower()
-    assert all(word in text for word in WORDS), text
+    assert heard(result["text"]), result["text"]
     assert result["language"] == "en" and 3.0 < result["duration"] < 8.0
     assert result["segments"] and result["segments"][0]["start"] >= 0.0
     words = [w["word"].strip().lower().strip(".,") for w in result["words"]]

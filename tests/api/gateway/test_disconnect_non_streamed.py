@@ -2,7 +2,8 @@
 
 A real server with the bundled model on one llama.cpp slot: a client asks for 2000 tokens without streaming and
 hangs up after a few decoding steps; the next request on the only slot must not wait for the other ~2000 tokens.
-The bound is in decoding steps measured on the same server just before, so a busy machine cannot fail it.
+The bound is in decoding steps measured on the same server just before, so a busy machine cannot fail it,
+plus the second llama.cpp may take to notice the closed connection (``tests/api/hangup.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from tests.api.hangup import freed_slot_wait
 from tests.conftest import start_local_server
 
 pytestmark = pytest.mark.slow
@@ -52,7 +54,7 @@ def test_hanging_up_on_a_non_streamed_request_frees_the_slot(tmp_path) -> None:
             ask(2000, timeout=max(1.0, 12 * step))  # the client hangs up after a few dozen steps at most
         waited, follow_up = _timed(lambda: ask(2))
         assert follow_up.status_code == 200  # type: ignore[attr-defined]
-        assert waited < 150 * step, (
+        assert waited < freed_slot_wait(step), (
             f"the next request waited {waited:.1f}s ({waited / step:.0f} steps): the abandoned request kept its slot"
         )
     finally:

@@ -506,7 +506,8 @@ class LlamaCppEngine(Engine):
     async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A non-streamed request, sent to llama.cpp's own server on its locked loopback port rather than through
         the in-process handler: when this call is cancelled (the client went away), the connection closes and
-        llama.cpp cancels the task, which the in-process handler cannot do (it runs to ``max_tokens``)."""
+        llama.cpp cancels the task within its one-second poll of the connection, which the in-process handler cannot
+        do (it runs to ``max_tokens``)."""
         self._executor()  # ModelUnavailable once unloaded
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:  # one client per event loop (tests run several)
