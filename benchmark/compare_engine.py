@@ -64,6 +64,7 @@ class CompareConfig:
     max_attempts: int = 3
     quiet_wait: float = 60.0  # seconds to wait for the machine to go quiet before each pair
     patience: float = 240.0  # extra seconds, in all, that waiting for quiet and measuring again may take
+    idle_seconds: float = 10.0  # after the warm-up, how long both sides' CPU is read with no request (0: not)
 
     def launch_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"n_ctx": self.n_ctx, "n_parallel": self.n_parallel}
@@ -164,6 +165,8 @@ class RunRecord:
     foreign_share: float = 0.0  # share of the machine other processes used during the run
     attempts: int = 1
     top_foreign: list[tuple[str, float]] = field(default_factory=list)  # who else used the CPU (cmd, seconds)
+    #: what each process group burns with no request at all (timers, heartbeats, watchers) over this run's wall
+    idle_cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def pooled_summary(records: Sequence[RunRecord]) -> dict[str, Any]:
@@ -172,13 +175,15 @@ def pooled_summary(records: Sequence[RunRecord]) -> dict[str, Any]:
     return summarize(results, sum(record.wall_seconds for record in records))
 
 
-def cpu_ms_per_token(records: Sequence[RunRecord]) -> dict[str, float | None]:
-    """Server CPU milliseconds per generated token for each process group, summed over ``records``."""
+def cpu_ms_per_token(records: Sequence[RunRecord], idle: bool = False) -> dict[str, float | None]:
+    """Server CPU milliseconds per generated token for each process group, summed over ``records``; with ``idle``,
+    the share of it that the group burns without any request (its rate at idle times the runs' wall time)."""
     tokens = sum(r.completion_tokens for record in records for r in record.results if r.ok)
-    groups = sorted({group for record in records for group in record.cpu_seconds})
+    spent_by = (lambda record: record.idle_cpu_seconds) if idle else (lambda record: record.cpu_seconds)
+    groups = sorted({group for record in records for group in spent_by(record)})
     per_token: dict[str, float | None] = {}
     for group in groups:
-        spent = sum(record.cpu_seconds.get(group, 0.0) for record in records)
+        spent = sum(spent_by(record).get(group, 0.0) for record in records)
         per_token[group] = spent * 1000 / tokens if tokens else None
     return per_token
 
@@ -220,6 +225,10 @@ def summarize_comparison(records: Sequence[RunRecord], levels: Sequence[int]) ->
                 }
             )
         cpu = {side: cpu_ms_per_token(by_side[side]) for side in SIDES}
+        platform_cpu = _platform_cpu(cpu)
+        idle = cpu_ms_per_token(by_side["ours"], idle=True)
+        if idle:
+            platform_cpu["idle_background"] = _sum(idle.get("api"), idle.get("model_loop"))
         levels_out.append(
             {
                 "concurrency": level,
@@ -229,7 +238,8 @@ def summarize_comparison(records: Sequence[RunRecord], levels: Sequence[int]) ->
                 "rounds": per_round,
                 "intervals": round_intervals(per_round),
                 "cpu_ms_per_token": cpu,
-                "platform_cpu_ms_per_token": _platform_cpu(cpu),
+                "platform_cpu_ms_per_token": platform_cpu,
+                "idle_cpu_ms_per_token": idle,
                 "chunks_per_delivery": {
                     side: chunks_per_delivery([r for record in by_side[side] for r in record.results]) for side in SIDES
                 },
@@ -245,6 +255,8 @@ def _platform_cpu(cpu: dict[str, dict[str, float | None]]) -> dict[str, float | 
     ``total`` is a lower bound: the engine callback threads of the model process are left out (small), and so is
     what the engine's own threads burn in addition because each token takes longer, which is what
     ``model_minus_raw`` shows (the model process beyond the raw engine process, engine threads included).
+    ``total`` also holds what the same processes burn with no request at all; :func:`summarize_comparison` adds
+    that share as ``idle_background`` when the idle rates were measured (``CompareConfig.idle_seconds``).
     """
     api = cpu["ours"].get("api")
     loop = cpu["ours"].get("model_loop")
@@ -378,11 +390,12 @@ def _measure_pair(
     watch: _proc.LoadWatch,
     patience: _proc.Patience,
     log: Any,
+    idle_rates: dict[str, dict[str, float]] | None = None,
 ) -> list[RunRecord]:
     """Measure the steps of one pair back to back; while others disturb it, measure it again.
 
     Up to ``max_attempts`` and as long as ``patience`` lasts (re-measurements spend it); the least disturbed
-    attempt is kept.
+    attempt is kept. ``idle_rates`` (:func:`measure_idle`) give each run its idle CPU over its wall time.
     """
     best: list[RunRecord] = []
     for attempt in range(1, config.max_attempts + 1):
@@ -393,6 +406,8 @@ def _measure_pair(
             patience.spend(time.perf_counter() - started)
         for record in got:
             record.attempts = attempt
+            rates = (idle_rates or {}).get(record.step.side) or {}
+            record.idle_cpu_seconds = {group: rate * record.wall_seconds for group, rate in rates.items()}
             _log_run(record, config, log)
         if not best or _disturbance(got) < _disturbance(best):
             best = got
@@ -553,11 +568,37 @@ def run_schedule(
     for side in SIDES:
         log(f"warming up {side} ...")
         warm_up(targets[side], config)
+    idle_rates = measure_idle(targets, config.idle_seconds)
+    if idle_rates:
+        shares = (
+            f"{side} {group} {100 * rate:.2f}" for side, rates in idle_rates.items() for group, rate in rates.items()
+        )
+        log("CPU with no request, % of a core: " + "; ".join(shares))
     watch = _proc.LoadWatch(own)
     records: list[RunRecord] = []
     for pair in pairs(ab_schedule(config.rounds, config.concurrency)):
-        records.extend(_measure_pair(pair, targets, config, watch, patience, log))
+        records.extend(_measure_pair(pair, targets, config, watch, patience, log, idle_rates))
     return records
+
+
+def measure_idle(targets: dict[str, Target], seconds: float) -> dict[str, dict[str, float]]:
+    """CPU seconds per second that each side's process groups burn with no request (``{}`` when ``seconds`` is 0).
+
+    Why: the per-token CPU figures divide all of a process's CPU by the tokens made, so they include the
+    platform's timers (heartbeats, watchers, health checks), which run whether or not a token is made. Reading
+    them apart tells how much of a per-token figure the relay can win back at all.
+    """
+    if seconds <= 0:
+        return {}
+    before = {side: _cpu_by_group(target) for side, target in targets.items()}
+    started = time.perf_counter()
+    time.sleep(seconds)
+    wall = time.perf_counter() - started
+    after = {side: _cpu_by_group(target) for side, target in targets.items()}
+    return {
+        side: {group: max(0.0, after[side][group] - before[side][group]) / wall for group in before[side]}
+        for side in targets
+    }
 
 
 def ab_result(config: CompareConfig, records: Sequence[RunRecord]) -> dict[str, Any]:

@@ -59,17 +59,24 @@ def launch_options(config: CompareConfig, kv_gib: int = KV_CACHE_GIB) -> dict[st
     return {"max_model_len": config.n_ctx, "max_num_seqs": config.n_parallel, "cpu_kvcache_space_gib": kv_gib}
 
 
-def managed_platform_cpu(cpu: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
+def managed_platform_cpu(
+    cpu: dict[str, dict[str, float | None]], idle: dict[str, float | None] | None = None
+) -> dict[str, float | None]:
     """Platform CPU per token when the engine is a server of its own: the API process plus the whole model actor
-    (which only proxies), and how much more the proxied engine itself burned than the raw one."""
+    (which only proxies), and how much more the proxied engine itself burned than the raw one; with ``idle`` (the
+    level's ``idle_cpu_ms_per_token``), the share of the total those processes burn with no request."""
     api, actor = cpu["ours"].get("api"), cpu["ours"].get("actor")
     engine, raw = cpu["ours"].get("engine"), cpu["raw"].get("engine")
-    return {
+    out = {
         "api": api,
         "actor": actor,
         "total": None if api is None or actor is None else api + actor,
         "engine_minus_raw": None if engine is None or raw is None else engine - raw,
     }
+    if idle:
+        api_idle, actor_idle = idle.get("api"), idle.get("actor")
+        out["idle_background"] = None if api_idle is None or actor_idle is None else api_idle + actor_idle
+    return out
 
 
 def run_vllm_compare(config: CompareConfig = DEFAULTS, workdir: Path | None = None, log: Any = print) -> dict[str, Any]:
@@ -123,7 +130,9 @@ def _run(config: CompareConfig, workdir: Path, log: Any) -> dict[str, Any]:
         records = run_schedule(targets, config, lambda: [*raw.tree(), *platform.tree()], patience, log)
     result = ab_result(config, records)
     for level in result["levels"]:
-        level["platform_cpu_ms_per_token"] = managed_platform_cpu(level["cpu_ms_per_token"])
+        level["platform_cpu_ms_per_token"] = managed_platform_cpu(
+            level["cpu_ms_per_token"], level.get("idle_cpu_ms_per_token")
+        )
     return {
         **result,
         "engine": ENGINE,

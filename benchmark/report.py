@@ -132,6 +132,7 @@ def _compare_section(compare: dict[str, Any]) -> list[str]:
                 _n(extra["api"], 3),
                 _n(extra["model_loop"], 3),
                 f"**{_n(extra['total'], 3)}**",
+                _n(extra.get("idle_background"), 3),
                 f"{_n(deliveries.get('raw'))} / {_n(deliveries.get('ours'))}",
             ]
         )
@@ -139,7 +140,9 @@ def _compare_section(compare: dict[str, Any]) -> list[str]:
         "",
         "Server CPU per output token (ms; psutil). The platform's own share is the API process plus the model "
         "actor's event loop (the model process's main thread); the model process as a whole also includes the "
-        "engine's threads, which burn more when each token takes longer. Chunks per delivery: streamed chunks "
+        "engine's threads, which burn more when each token takes longer. Of which with no request: what the same "
+        "processes burn idle (timers, heartbeats, watchers; read for a while after the warm-up) over the runs' wall "
+        "time, which no relay can win back. Chunks per delivery: streamed chunks "
         "that reached the client together (1.00 = one write, and on the platform one actor pull, per token).",
         "",
         *_table(
@@ -151,6 +154,7 @@ def _compare_section(compare: dict[str, Any]) -> list[str]:
                 "ours: API process",
                 "ours: model event loop",
                 "platform total",
+                "of which with no request",
                 "chunks per delivery raw / ours",
             ],
             cpu_rows,

@@ -210,6 +210,41 @@ def test_summarize_comparison_pools_rounds_and_keeps_per_round_ratios() -> None:
     assert "0.980" in table and "+2.00" in table
 
 
+def test_the_idle_share_of_the_platform_cpu_is_its_idle_rate_over_the_runs_wall() -> None:
+    records = [
+        record("raw", 1, 0, 0.050, 1.05, 2.0, engine=2.0),
+        record("ours", 1, 0, 0.052, 1.06, 2.0, api=0.02, model=2.0, model_loop=0.01),
+        record("ours", 1, 1, 0.052, 1.06, 3.0, api=0.02, model=2.0, model_loop=0.01),
+        record("raw", 1, 1, 0.050, 1.05, 2.0, engine=2.0),
+    ]
+    (level,) = summarize_comparison(records, [1])
+    assert "idle_background" not in level["platform_cpu_ms_per_token"]  # idle not measured: no claim made
+    rates = {"raw": {"engine": 0.001}, "ours": {"api": 0.004, "model": 0.01, "model_loop": 0.002}}
+    for one in records:
+        one.idle_cpu_seconds = {group: rate * one.wall_seconds for group, rate in rates[one.step.side].items()}
+    (level,) = summarize_comparison(records, [1])
+    # 5 s of wall over both runs of ours, 44 tokens: (0.004 + 0.002) x 5 s = 30 ms
+    assert level["platform_cpu_ms_per_token"]["idle_background"] == pytest.approx(30 / 44)
+    assert level["idle_cpu_ms_per_token"]["api"] == pytest.approx(20 / 44)
+    assert level["platform_cpu_ms_per_token"]["total"] == pytest.approx(60 / 44)  # the total still holds it all
+
+
+def test_measure_idle_reads_each_sides_cpu_rate_with_no_request() -> None:
+    started = compare_engine.time.perf_counter()
+
+    def burning(share: float) -> Any:  # a process group that burns ``share`` of a core
+        return lambda: share * (compare_engine.time.perf_counter() - started)
+
+    targets = {
+        "raw": compare_engine.Target("raw", "", "", {}, {"engine": burning(0.25)}),
+        "ours": compare_engine.Target("ours", "", "", {}, {"api": burning(0.5), "model_loop": burning(0.0)}),
+    }
+    rates = compare_engine.measure_idle(targets, 0.2)
+    assert rates["raw"]["engine"] == pytest.approx(0.25, rel=0.05)
+    assert rates["ours"] == {"api": pytest.approx(0.5, rel=0.05), "model_loop": 0.0}
+    assert compare_engine.measure_idle(targets, 0) == {}
+
+
 def test_chunks_per_delivery_counts_chunks_that_arrive_together() -> None:
     apart = RequestResult(ok=True, ttft=0.05, itl=[0.007, 0.007, 0.007])  # 4 chunks, 4 deliveries
     batched = RequestResult(ok=True, ttft=0.05, itl=[0.0001, 0.02, 0.0001, 0.0001])  # 5 chunks, 2 deliveries

@@ -87,6 +87,8 @@ def test_managed_platform_cpu_counts_api_and_actor_and_compares_engines() -> Non
     cpu = {"ours": {"api": 0.2, "actor": 0.5, "engine": 12.0}, "raw": {"engine": 11.0}}
     assert managed_platform_cpu(cpu) == pytest.approx({"api": 0.2, "actor": 0.5, "total": 0.7, "engine_minus_raw": 1.0})
     assert managed_platform_cpu({"ours": {}, "raw": {}})["total"] is None
+    idle = {"api": 0.05, "actor": 0.1, "engine": 0.3}  # the level's idle_cpu_ms_per_token
+    assert managed_platform_cpu(cpu, idle)["idle_background"] == pytest.approx(0.15)
 
 
 def test_mlx_server_command_uses_the_platforms_batch_settings(tmp_path: Path) -> None:
