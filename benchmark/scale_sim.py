@@ -195,7 +195,7 @@ class Scale:
 
 
 def _hardware() -> dict[str, Any]:
-    from xinference.engines.matcher import library_verdicts
+    from xinference.engines.libraries import library_verdicts
     from xinference.hardware import detect_hardware
 
     report = detect_hardware().model_dump(mode="json")

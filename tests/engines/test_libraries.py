@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from xinference.engines import matcher
-from xinference.engines.libraries import LIBRARY_CHECKS
-from xinference.engines.matcher import library_verdicts
+from xinference.engines import libraries
+from xinference.engines.libraries import LIBRARY_CHECKS, library_verdicts
 from xinference.engines.registry import ENGINE_ORDER, get_engine_class
 from xinference.engines.verdict import Verdict
 
@@ -31,7 +30,7 @@ def test_every_engine_has_a_library_check_and_its_adapter_gives_the_same_verdict
 def test_the_library_verdicts_import_no_adapter() -> None:
     code = (
         "import json, sys\n"
-        "from xinference.engines.matcher import library_verdicts\n"
+        "from xinference.engines.libraries import library_verdicts\n"
         "verdicts = library_verdicts()\n"
         "adapters = sorted(m for m in sys.modules if m.startswith('xinference.engines.') and m.endswith('.engine'))\n"
         "print(json.dumps({'verdicts': verdicts, 'adapters': adapters}))\n"
@@ -52,7 +51,7 @@ def _counting_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return check()
 
         monkeypatch.setitem(LIBRARY_CHECKS, engine, counted)
-    monkeypatch.setattr(matcher, "_verdicts_cache", None)
+    monkeypatch.setattr(libraries, "_verdicts_cache", None)
     return calls
 
 

@@ -1,7 +1,7 @@
 """What each engine needs installed, checked without importing its adapter.
 
 A worker reports every engine's library verdict with its hardware when it registers
-(:func:`~xinference.engines.matcher.library_verdicts`), which is on the path to ``xinference-local`` being ready.
+(:func:`library_verdicts`), which is on the path to ``xinference-local`` being ready.
 Asking each adapter class would import all ten adapters and what they import at module level (httpx, Jinja2, the
 tool-call parsers, their config models): ~0.1 s of CPU at start for a question that only needs
 ``importlib.util.find_spec`` and a version. So the checks live here, keyed by engine name, and each adapter's
@@ -11,11 +11,15 @@ table covers :data:`~xinference.engines.registry.ENGINE_ORDER` and that the verd
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from xinference import settings
 from xinference.engines import envs
 from xinference.engines.envs.libcheck import check_library, version_tuple
+from xinference.engines.registry import ENGINE_ORDER
 from xinference.engines.verdict import Verdict
 
 __all__ = [
@@ -28,7 +32,9 @@ __all__ = [
     "TRANSFORMERS_HINT",
     "VLLM",
     "Library",
+    "install_fingerprint",
     "library_verdict_here",
+    "library_verdicts",
 ]
 
 TRANSFORMERS_HINT = "pip install 'xinference[transformers]'"
@@ -105,3 +111,50 @@ LIBRARY_CHECKS: dict[str, Callable[[], Verdict]] = {
 def library_verdict_here(engine: str) -> Verdict:
     """``engine``'s library verdict on this machine."""
     return LIBRARY_CHECKS[engine]()
+
+
+def library_verdicts() -> dict[str, str]:
+    """Every engine's library verdict on *this* machine (``""`` when available, else the reason): what a worker
+    reports with its hardware, so that availability is decided where the model would run.
+
+    A worker sends them with every heartbeat, and checking costs ~6 ms of CPU (package metadata is read from
+    disk): the verdicts are kept until an install could have changed one (:func:`install_fingerprint`)."""
+    key = install_fingerprint()
+    global _verdicts_cache
+    cached = _verdicts_cache
+    if cached is not None and cached[0] == key:
+        return dict(cached[1])
+    verdicts = {}
+    for engine in ENGINE_ORDER:
+        try:
+            verdicts[engine] = library_verdict_here(engine).reason
+        except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
+            verdicts[engine] = f"{engine} could not be checked: {exc}"
+    _verdicts_cache = (key, verdicts)
+    return dict(verdicts)
+
+
+#: the last :func:`library_verdicts` and the :func:`install_fingerprint` they were taken under
+_verdicts_cache: tuple[tuple[tuple[str, int], ...], dict[str, str]] | None = None
+
+
+def install_fingerprint() -> tuple[tuple[str, int], ...]:
+    """The modification time of every folder that packages are found in: each ``sys.path`` entry, the engine
+    environments' folder and each environment in it. Installing, upgrading or removing a distribution adds or
+    removes an entry in its ``site-packages`` (its ``.dist-info``, or an editable install's ``.pth``), and an
+    engine install writes its manifest into its environment's folder last, so whatever can change a library
+    verdict changes one of these times. A few ``stat`` calls: microseconds."""
+    root = settings.envs_dir()
+    folders = [entry or "." for entry in sys.path]
+    folders.append(str(root))
+    try:
+        folders.extend(sorted(str(path) for path in root.iterdir()))
+    except OSError:
+        pass
+    stamps = []
+    for folder in folders:
+        try:
+            stamps.append((folder, os.stat(folder).st_mtime_ns))
+        except OSError:
+            stamps.append((folder, -1))
+    return tuple(stamps)

@@ -1,18 +1,15 @@
 """Which engine can run which spec on which hardware, and why not.
 
-Pure functions over the engine table, the catalog and hardware facts, so they are tested without processes; only
-:func:`library_verdicts` looks at this machine (and keeps its answer until a package install could change it).
+Pure functions over the engine table, the catalog and hardware facts, so they are tested without processes; what
+this machine has installed is looked at in :mod:`xinference.engines.libraries`.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xinference import settings
 from xinference.engines.base import Verdict
 from xinference.engines.registry import ENGINE_ORDER, engine_order, get_engine_class, resolve_engine_name
 from xinference.errors import EngineRejected
@@ -27,8 +24,6 @@ __all__ = [
     "choose_engine",
     "engine_params",
     "engine_table",
-    "install_fingerprint",
-    "library_verdicts",
     "match_engine",
 ]
 
@@ -70,59 +65,6 @@ def match_engine(engine: str, choices: list[SpecChoice], hardware: HardwareInfo)
         if not lib:
             return EngineMatch(cls.name, (), (lib.reason,))
     return EngineMatch(cls.name, tuple(accepted), tuple(reasons))
-
-
-def library_verdicts() -> dict[str, str]:
-    """Every engine's library verdict on *this* machine (``""`` when available, else the reason): what a worker
-    reports with its hardware, so that availability is decided where the model would run.
-
-    A worker sends them with every heartbeat, and checking costs ~6 ms of CPU (package metadata is read from
-    disk): the verdicts are kept until an install could have changed one (:func:`install_fingerprint`)."""
-    from xinference.engines.libraries import library_verdict_here  # answers without importing the adapters
-
-    key = install_fingerprint()
-    cached = _verdicts_cache
-    if cached is not None and cached[0] == key:
-        return dict(cached[1])
-    verdicts = {}
-    for engine in ENGINE_ORDER:
-        try:
-            verdicts[engine] = library_verdict_here(engine).reason
-        except Exception as exc:  # noqa: BLE001 - one broken adapter must not hide the others
-            verdicts[engine] = f"{engine} could not be checked: {exc}"
-    _remember_verdicts(key, verdicts)
-    return dict(verdicts)
-
-
-#: the last :func:`library_verdicts` and the :func:`install_fingerprint` they were taken under
-_verdicts_cache: tuple[tuple[tuple[str, int], ...], dict[str, str]] | None = None
-
-
-def _remember_verdicts(key: tuple[tuple[str, int], ...], verdicts: dict[str, str]) -> None:
-    global _verdicts_cache
-    _verdicts_cache = (key, verdicts)
-
-
-def install_fingerprint() -> tuple[tuple[str, int], ...]:
-    """The modification time of every folder that packages are found in: each ``sys.path`` entry, the engine
-    environments' folder and each environment in it. Installing, upgrading or removing a distribution adds or
-    removes an entry in its ``site-packages`` (its ``.dist-info``, or an editable install's ``.pth``), and an
-    engine install writes its manifest into its environment's folder last, so whatever can change a library
-    verdict changes one of these times. A few ``stat`` calls: microseconds."""
-    root = settings.envs_dir()
-    folders = [entry or "." for entry in sys.path]
-    folders.append(str(root))
-    try:
-        folders.extend(sorted(str(path) for path in root.iterdir()))
-    except OSError:
-        pass
-    stamps = []
-    for folder in folders:
-        try:
-            stamps.append((folder, os.stat(folder).st_mtime_ns))
-        except OSError:
-            stamps.append((folder, -1))
-    return tuple(stamps)
 
 
 def library_verdict(engine: str, hardware: HardwareInfo) -> Verdict:

@@ -63,7 +63,7 @@ class HardwareInfo(BaseModel):
     gpus: tuple[GpuInfo, ...] = ()
     cuda_available: bool
     #: Per engine, whether its library is available on this worker: ``""`` when it is, else the reason (with the
-    #: install command). Filled by the worker (``xinference.engines.matcher.library_verdicts``); None when not
+    #: install command). Filled by the worker (``xinference.engines.libraries.library_verdicts``); None when not
     #: reported, and the matcher then checks the local machine.
     engines: dict[str, str] | None = None
 

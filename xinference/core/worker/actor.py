@@ -137,7 +137,7 @@ class WorkerActor(xo.StatelessActor):
     async def hardware(self) -> dict[str, Any]:
         """Fresh hardware facts (free memory changes as models come and go), with every engine's library verdict on
         this machine, so the supervisor matches engines against what this worker has installed."""
-        from xinference.engines.matcher import library_verdicts
+        from xinference.engines.libraries import library_verdicts
 
         def detect() -> dict[str, Any]:
             return {**detect_hardware().model_dump(mode="json"), "engines": library_verdicts()}
