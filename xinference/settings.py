@@ -235,6 +235,13 @@ def stream_pull_timeout() -> float:
     return _seconds("XINFERENCE_STREAM_PULL_TIMEOUT", 30.0)
 
 
+def stream_channel() -> bool:
+    """``XINFERENCE_STREAM_CHANNEL`` (default on): an API process on the model's own host pulls its streamed
+    chunks over one local Unix socket per replica instead of an xoscar call per round (``core/stream_channel.py``),
+    which halves the CPU of a round; ``0`` keeps every round on xoscar."""
+    return os.environ.get("XINFERENCE_STREAM_CHANNEL", "1").strip().lower() not in ("0", "false", "no")
+
+
 def stale_stream_seconds() -> float:
     """``XINFERENCE_STALE_STREAM_SECONDS`` (default 120): a model process ends, with an error, a stream that the API
     has not read for this long (its API process froze or went away), so the engine stops generating for nobody."""

@@ -37,6 +37,7 @@ from xinference.core.cpu_headroom import CpuHeadroom
 from xinference.core.launch import LaunchPlan
 from xinference.core.load_progress import LoadProgress
 from xinference.core.refs import MODEL_UID, Pulled
+from xinference.core.stream_channel import ChannelServer
 from xinference.engines.base import Chunk, ChunkStream, Engine, wait_any
 from xinference.errors import (
     EngineError,
@@ -157,6 +158,9 @@ class ModelActor(xo.StatelessActor):
         #: the engine while its ``load`` runs: an engine with a ``stage`` (a managed server) tells where it is
         self._loading: Engine | None = None
         self._load_cancel = threading.Event()
+        #: the local socket the API pulls rounds over (``stream_channel``), opened by the first API that asks
+        self._channel: ChannelServer | None = None
+        self._channel_opening: asyncio.Lock | None = None
 
     @classmethod
     def default_uid(cls) -> str:
@@ -172,7 +176,11 @@ class ModelActor(xo.StatelessActor):
     async def __pre_destroy__(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        await self.unload()
+        try:
+            await self.unload()
+        finally:
+            if self._channel is not None:
+                await self._channel.close()
 
     async def load(self) -> dict[str, Any]:
         """Find the weights and load the engine; returns what the engine resolved (for ``describe``)."""
@@ -483,6 +491,25 @@ class ModelActor(xo.StatelessActor):
                 entry.pulling -= 1
                 entry.last_pull = now
         return result
+
+    async def stream_channel(self) -> tuple[str, str] | None:
+        """Where an API on this host pulls rounds without an xoscar call each: ``(socket path, token)``, or None
+        when the channel is off or cannot open here (the API then keeps calling ``pull_many``)."""
+        if not settings.stream_channel() or not hasattr(asyncio, "start_unix_server"):
+            return None
+        if self._channel_opening is None:
+            self._channel_opening = asyncio.Lock()
+        async with self._channel_opening:
+            if self._channel is None:
+                channel = ChannelServer(self.pull_many)
+                try:
+                    await channel.start()
+                except OSError as exc:
+                    logger.warning("the stream channel did not open (rounds stay on xoscar): %s", exc)
+                    await channel.close()
+                    return None
+                self._channel = channel
+        return self._channel.path, self._channel.token
 
     def _round_interval(self) -> float:
         """The time between two rounds now: the fixed setting, or adaptive (see the module's docstring)."""

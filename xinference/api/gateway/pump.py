@@ -16,6 +16,10 @@ prefill), so only a replica that cannot answer at all trips it. Then the round's
 :class:`ReplicaUnreachable` naming the replica, which frees their slots, and each is aborted in the model process
 for when it answers again; the unanswered call is left to finish or fail on its own (cancelling an actor call
 waits for the remote side to acknowledge, which is the very thing that does not come).
+
+Rounds travel over the replica's stream channel (``core/stream_channel.py``, one local socket, about half the CPU
+of an xoscar call) when the replica offers one and runs on this host, else as ``pull_many`` calls. A channel that
+breaks is dropped and its round made again over xoscar, which reports a replica that is gone the usual way.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from xinference.core.model_actor import PULL_WAIT_SECONDS
 from xinference.core.refs import ReplicaRef
+from xinference.core.stream_channel import ChannelClient
 from xinference.engines.base import Chunk
 from xinference.errors import EngineError, ReplicaUnreachable
 
@@ -114,6 +119,9 @@ class ReplicaPump:
         self._background: set[asyncio.Future[Any]] = set()
         #: rounds made so far (``pull_many`` calls); tests and diagnostics read it
         self.rounds = 0
+        #: the replica's stream channel once connected; ``_channel_tried``: asked for it already (once per pump)
+        self._channel: ChannelClient | None = None
+        self._channel_tried = False
 
     @property
     def streams(self) -> int:
@@ -173,16 +181,53 @@ class ReplicaPump:
                 inbox.put([], True, EngineError("the stream relay of this replica stopped"))
             self._inboxes.clear()
 
+    @property
+    def on_channel(self) -> bool:
+        """Whether rounds go over the replica's stream channel now (else over xoscar)."""
+        return self._channel is not None
+
+    async def _open_channel(self) -> None:
+        """Ask the replica for its stream channel once and connect to it; on any failure rounds stay on xoscar."""
+        self._channel_tried = True
+        limit = self._wait
+        try:
+            where = await asyncio.wait_for(self.ref.stream_channel(), limit)
+            if where is not None:
+                self._channel = await asyncio.wait_for(ChannelClient.connect(*where), limit)
+        except Exception as exc:  # noqa: BLE001 - another host, an older replica, no channel: xoscar carries it
+            logger.debug("%s: no stream channel, rounds stay on xoscar (%s)", self._name, exc)
+
+    def close(self) -> None:
+        """Let go of the stream channel (the pump is being forgotten; it has no streams)."""
+        self._drop_channel()
+
+    def _drop_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
     async def _pull_round(self, ids: list[str]) -> dict[str, Any]:
-        """One ``pull_many`` call, within the deadline; past it, ReplicaUnreachable (and the streams are aborted)."""
-        call = asyncio.ensure_future(self._call(self.ref.pull_many(ids, self._wait)))
+        """One round, within the deadline; past it, ReplicaUnreachable (and the streams are aborted)."""
+        if not self._channel_tried:
+            await self._open_channel()
+        channel = self._channel
+        call: asyncio.Future[dict[str, Any]]
+        if channel is not None:
+            call = asyncio.ensure_future(channel.pull_many(ids, self._wait))
+        else:
+            call = asyncio.ensure_future(self._call(self.ref.pull_many(ids, self._wait)))
         try:
             await asyncio.wait((call,), timeout=self._timeout)
         except asyncio.CancelledError:
             call.cancel()  # the pump itself is stopping (the API shuts down)
             raise
         if call.done():
-            return call.result()  # type: ignore[no-any-return]
+            if channel is not None and isinstance(call.exception(), OSError):
+                logger.debug("%s: the stream channel broke, rounds go on over xoscar", self._name)
+                self._drop_channel()
+                return await self._pull_round(ids)
+            return call.result()
+        self._drop_channel()  # its answer may still come, and would answer the wrong round
         self._leave(call)
         logger.warning(
             "%s did not answer a stream round for %.0fs: ending %d stream(s)", self._name, self._timeout, len(ids)

@@ -217,8 +217,11 @@ class GenerationService:
         """The pump of ``replica``; a new one when its address has none yet or its model process was replaced."""
         pump = self._pumps.get(replica.address)
         if pump is None or pump.ref is not replica.ref:
-            # pumps without streams hold nothing but a ref: drop them, so replicas long gone are forgotten
-            self._pumps = {address: p for address, p in self._pumps.items() if p.streams}
+            # pumps without streams hold only a ref and a channel: drop them, so replicas long gone are forgotten
+            for address, old in list(self._pumps.items()):
+                if not old.streams:
+                    old.close()
+                    del self._pumps[address]
             routes = self._routes
 
             def unanswered() -> None:  # new requests go to the model's other replicas meanwhile, if it has any
