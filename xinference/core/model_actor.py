@@ -7,6 +7,8 @@ the per-message cost of a cross-process call is paid per round, shared by all st
 A round returns as soon as one stream has output; when several streams were producing, it waits a few
 milliseconds more for the others (they decode in the same engine step) so that one message carries them all.
 A stream that nobody pulls for ``XINFERENCE_STALE_STREAM_SECONDS`` (its API process froze or vanished) is ended.
+An API on this host sends its rounds over the replica's stream channel instead (``stream_channel``: one local
+socket, ``core/stream_channel.py``), answered by the same ``pull_many``.
 
 The platform never ends a request silently: when it stops a replica (``stop_serving``, ``unload``, the actor's
 destruction) or the reaper takes a stream, every open stream ends with a :class:`RequestInterrupted` naming why,

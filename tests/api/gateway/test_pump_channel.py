@@ -9,6 +9,8 @@ is a test double whose streams the test feeds by hand.
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -194,3 +196,28 @@ def test_a_round_over_the_channel_keeps_its_deadline() -> None:
         await ref.server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_channel_that_cannot_listen_leaves_rounds_on_xoscar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a temporary folder whose path is too long for a Unix socket's address (about 108 bytes)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+
+    async def scenario() -> None:
+        actor, engine, ref, pump = await _setup()
+        assert await actor.stream_channel() is None
+        stream_id, _, _ = await actor.open_stream("chat", {})
+        inbox = pump.add(stream_id)
+        engine.streams[0].push(b'"a"')
+        engine.streams[0].finish()
+        assert await _read(inbox, 2) == [b'"a"']
+        assert not pump.on_channel and ref.xoscar_pulls >= 1
+        await actor.__pre_destroy__()
+
+    with caplog.at_level("WARNING"):
+        asyncio.run(scenario())
+    assert "stream channel did not open" in caplog.text
+    assert list(deep.iterdir()) == []  # its folder was removed again
