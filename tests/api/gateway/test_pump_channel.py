@@ -15,29 +15,15 @@ from typing import Any
 
 import pytest
 
+from tests.core import test_pull_many
 from xinference.api.gateway.pump import Inbox, ReplicaPump
-from xinference.core.launch import LaunchPlan
 from xinference.core.model_actor import ModelActor
 from xinference.core.stream_channel import ChannelServer
-from xinference.engines.base import ChunkStream
 from xinference.errors import ContextLengthExceeded, ReplicaUnreachable
 
-PLAN = LaunchPlan(
-    model_uid="m", replica_uid="m-0", model_engine="test", family={}, spec={}, quantization="none", engine_config={}
-)
 
-
-class FedEngine:
-    """Test double of an engine: its streams get what the test pushes."""
-
-    def __init__(self) -> None:
-        self.streams: list[ChunkStream] = []
-
-    async def chat_stream(self, request: dict[str, Any]) -> ChunkStream:
-        stream = ChunkStream()
-        stream.push(b'{"role":"assistant"}')
-        self.streams.append(stream)
-        return stream
+class FedEngine(test_pull_many.FedEngine):
+    """Test double of an engine (``tests/core/test_pull_many.py``'s), which the actor may also unload."""
 
     async def unload(self) -> None:
         pass
@@ -67,7 +53,7 @@ class CountingRef:
 
 async def _setup(channel_at: Any = "actor") -> tuple[ModelActor, FedEngine, CountingRef, ReplicaPump]:
     engine = FedEngine()
-    actor = ModelActor(PLAN)
+    actor = ModelActor(test_pull_many.PLAN)
     actor._engine = engine  # type: ignore[assignment]
     actor._stream_interval = 0.0
     ref = CountingRef(actor, channel_at)
@@ -88,11 +74,21 @@ async def _read(inbox: Inbox, until: int) -> list[bytes]:
     return got
 
 
+async def _streams_over_xoscar(actor: ModelActor, engine: FedEngine, ref: CountingRef, pump: ReplicaPump) -> None:
+    """A stream of this actor reaches its inbox whole, and its rounds went as xoscar calls, not over a channel."""
+    stream_id, _, _ = await actor.open_stream("chat", {})
+    inbox = pump.add(stream_id)
+    engine.streams[0].push(b'"a"')
+    engine.streams[0].finish()
+    assert await _read(inbox, 2) == [b'"a"']
+    assert not pump.on_channel and ref.xoscar_pulls >= 1
+
+
 def test_rounds_go_over_the_channel_and_carry_text_and_errors() -> None:
     async def scenario() -> None:
         actor, engine, ref, pump = await _setup()
         stream_id, first, done = await actor.open_stream("chat", {})
-        assert first == [b'{"role":"assistant"}'] and not done
+        assert first == [{"choices": [{"delta": {"role": "assistant"}}]}] and not done
         inbox = pump.add(stream_id)
         for index in range(5):
             engine.streams[0].push(f'{{"t":{index}}}'.encode())
@@ -146,12 +142,7 @@ def test_without_a_usable_channel_rounds_stay_on_xoscar(where: str, monkeypatch:
         if where == "wrong token":
             path, _ = await actor.stream_channel()  # type: ignore[misc]
             ref._channel_at = (path, "0" * 32)
-        stream_id, _, _ = await actor.open_stream("chat", {})
-        inbox = pump.add(stream_id)
-        engine.streams[0].push(b'"a"')
-        engine.streams[0].finish()
-        assert await _read(inbox, 2) == [b'"a"']
-        assert not pump.on_channel and ref.xoscar_pulls >= 1
+        await _streams_over_xoscar(actor, engine, ref, pump)
         if where == "off":
             assert actor._channel is None  # nothing listens when the setting is off
         await actor.__pre_destroy__()
@@ -209,12 +200,7 @@ def test_a_channel_that_cannot_listen_leaves_rounds_on_xoscar(
     async def scenario() -> None:
         actor, engine, ref, pump = await _setup()
         assert await actor.stream_channel() is None
-        stream_id, _, _ = await actor.open_stream("chat", {})
-        inbox = pump.add(stream_id)
-        engine.streams[0].push(b'"a"')
-        engine.streams[0].finish()
-        assert await _read(inbox, 2) == [b'"a"']
-        assert not pump.on_channel and ref.xoscar_pulls >= 1
+        await _streams_over_xoscar(actor, engine, ref, pump)
         await actor.__pre_destroy__()
 
     with caplog.at_level("WARNING"):
