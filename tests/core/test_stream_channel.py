@@ -61,10 +61,12 @@ def test_an_error_class_this_side_does_not_know_arrives_as_an_engine_error() -> 
 
 
 def test_a_chunk_that_is_not_json_ends_its_stream_with_an_error_and_not_the_round() -> None:
-    frame = encode_round({"s0": ([{"audio": object()}], False, None), "s1": ([b'{"a":1}'], False, None)})
+    failed: list[str] = []
+    frame = encode_round({"s0": ([{"audio": object()}], False, None), "s1": ([b'{"a":1}'], False, None)}, failed)
     back = decode_round(*_split(frame))
     assert back["s0"][:2] == ([], True) and "not JSON" in str(back["s0"][2])
     assert back["s1"] == ([b'{"a":1}'], False, None)
+    assert failed == ["s0"]  # the model side aborts it: the API will not pull it again
 
 
 @pytest.mark.parametrize(

@@ -503,7 +503,7 @@ class ModelActor(xo.StatelessActor):
             self._channel_opening = asyncio.Lock()
         async with self._channel_opening:
             if self._channel is None:
-                channel = ChannelServer(self.pull_many)
+                channel = ChannelServer(self.pull_many, self.abort)
                 try:
                     await channel.start()
                 except OSError as exc:

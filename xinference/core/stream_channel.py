@@ -95,8 +95,9 @@ def _error_from(fields: list[Any] | None) -> XinferenceError | None:
     return cls(str(message), param=param, retry_after=retry_after)
 
 
-def encode_round(result: dict[str, Pulled]) -> bytes:
-    """One round's answer as a frame (the model side)."""
+def encode_round(result: dict[str, Pulled], failed: list[str] | None = None) -> bytes:
+    """One round's answer as a frame (the model side). A stream with a chunk that is not JSON ends with an error
+    naming why, and its id is added to ``failed`` (the caller aborts it: the API will not pull it again)."""
     header: list[list[Any]] = []
     parts: list[bytes] = []
     for stream_id, (chunks, done, error) in result.items():
@@ -109,6 +110,8 @@ def encode_round(result: dict[str, Pulled]) -> bytes:
         except (TypeError, ValueError) as exc:  # not JSON: the stream ends with an error naming why
             logger.exception("stream %s: a chunk cannot cross the stream channel", stream_id)
             header.append([stream_id, True, _error_fields(EngineError(f"a chunk is not JSON: {exc}")), "", []])
+            if failed is not None:
+                failed.append(stream_id)
             continue
         parts.extend(encoded)
         header.append([stream_id, done, _error_fields(error), kinds, [len(data) for data in encoded]])
@@ -137,8 +140,10 @@ def decode_round(header: Any, body: bytes) -> dict[str, Pulled]:
 class ChannelServer:
     """The model side: listens on a fresh Unix socket and answers each connection's rounds with ``pull_many``."""
 
-    def __init__(self, pull_many: PullMany) -> None:
+    def __init__(self, pull_many: PullMany, abort: Callable[[str], Awaitable[Any]] | None = None) -> None:
+        """``pull_many`` answers the rounds; ``abort`` ends a stream that a round could not encode."""
         self._pull_many = pull_many
+        self._abort = abort
         self.token = secrets.token_hex(16)
         self._dir = tempfile.mkdtemp(prefix="xinf-stream-")  # mode 0700: only this user reaches the socket
         self.path = os.path.join(self._dir, "channel")
@@ -170,7 +175,11 @@ class ChannelServer:
                 ids, wait = request["ids"], float(request["wait"])
                 if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
                     raise ChannelClosed("a round's ids are not a list of strings")
-                writer.write(encode_round(await self._pull_many(ids, wait)))
+                failed: list[str] = []
+                writer.write(encode_round(await self._pull_many(ids, wait), failed))
+                for stream_id in failed:
+                    if self._abort is not None:
+                        await self._abort(stream_id)
                 await writer.drain()
         except (ChannelClosed, ConnectionError, KeyError, TypeError, ValueError) as exc:
             logger.debug("a stream channel connection ended: %s", exc)

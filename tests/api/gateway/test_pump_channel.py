@@ -19,7 +19,7 @@ from tests.core import test_pull_many
 from xinference.api.gateway.pump import Inbox, ReplicaPump
 from xinference.core.model_actor import ModelActor
 from xinference.core.stream_channel import ChannelServer
-from xinference.errors import ContextLengthExceeded, ReplicaUnreachable
+from xinference.errors import ContextLengthExceeded, EngineError, ReplicaUnreachable
 
 
 class FedEngine(test_pull_many.FedEngine):
@@ -207,3 +207,18 @@ def test_a_channel_that_cannot_listen_leaves_rounds_on_xoscar(
         asyncio.run(scenario())
     assert "stream channel did not open" in caplog.text
     assert list(deep.iterdir()) == []  # its folder was removed again
+
+
+def test_a_chunk_that_cannot_cross_ends_its_stream_in_both_processes() -> None:
+    async def scenario() -> None:
+        actor, engine, ref, pump = await _setup()
+        stream_id, _, _ = await actor.open_stream("chat", {})
+        inbox = pump.add(stream_id)
+        engine.streams[0].push({"not json": object()})
+        with pytest.raises(EngineError, match="not JSON"):
+            await asyncio.wait_for(inbox.get(), 10)
+        assert pump.on_channel and stream_id not in actor._streams
+        assert engine.streams[0].cancelled  # the engine stops generating for it
+        await actor.__pre_destroy__()
+
+    asyncio.run(scenario())
