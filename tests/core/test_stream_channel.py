@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-from xinference.core.stream_channel import (
-    ChannelClient,
-    ChannelClosed,
-    ChannelServer,
-    Pulled,
-    decode_round,
-    encode_round,
-)
+from xinference.core.refs import Pulled
+from xinference.core.stream_channel import ChannelClient, ChannelClosed, ChannelServer, decode_round, encode_round
 from xinference.errors import ContextLengthExceeded, EngineError, ModelLoadTimeout, XinferenceError
 
 

@@ -162,7 +162,7 @@ class ModelActor(xo.StatelessActor):
         self._load_cancel = threading.Event()
         #: the local socket the API pulls rounds over (``stream_channel``), opened by the first API that asks
         self._channel: ChannelServer | None = None
-        self._channel_opening: asyncio.Lock | None = None
+        self._channel_opening = asyncio.Lock()
 
     @classmethod
     def default_uid(cls) -> str:
@@ -499,8 +499,6 @@ class ModelActor(xo.StatelessActor):
         when the channel is off or cannot open here (the API then keeps calling ``pull_many``)."""
         if not settings.stream_channel() or not hasattr(asyncio, "start_unix_server"):
             return None
-        if self._channel_opening is None:
-            self._channel_opening = asyncio.Lock()
         async with self._channel_opening:
             if self._channel is None:
                 channel = ChannelServer(self.pull_many, self.abort)

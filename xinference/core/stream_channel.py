@@ -37,6 +37,7 @@ import tempfile
 from typing import Any, Awaitable, Callable
 
 from xinference import errors
+from xinference.core.refs import Pulled
 from xinference.engines.base import Chunk
 from xinference.errors import EngineError, XinferenceError
 
@@ -50,8 +51,6 @@ _HELLO_LIMIT = 1024
 #: a round request's header (stream ids and a wait) can be no longer than this
 _REQUEST_LIMIT = 1 << 20
 
-#: One stream's share of a round (as ``core.refs.Pulled``; repeated here so this module imports nothing above it)
-Pulled = tuple[list[Chunk], bool, XinferenceError | None]
 PullMany = Callable[[list[str], float], Awaitable[dict[str, Pulled]]]
 
 
@@ -177,8 +176,8 @@ class ChannelServer:
                     raise ChannelClosed("a round's ids are not a list of strings")
                 failed: list[str] = []
                 writer.write(encode_round(await self._pull_many(ids, wait), failed))
-                for stream_id in failed:
-                    if self._abort is not None:
+                if self._abort is not None:
+                    for stream_id in failed:
                         await self._abort(stream_id)
                 await writer.drain()
         except (ChannelClosed, ConnectionError, KeyError, TypeError, ValueError) as exc:
