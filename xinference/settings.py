@@ -26,6 +26,7 @@ __all__ = [
     "cache_dir",
     "endpoint",
     "envs_dir",
+    "event_loop",
     "heartbeat_interval",
     "home_dir",
     "image_fetch_timeout",
@@ -233,6 +234,15 @@ def stream_pull_timeout() -> float:
     of it, even while it prefills a long prompt: the API asks it for an empty round after at most
     ``min(10 s, timeout / 3)``. 30 s leaves 20 s beyond that for an event loop stalled by a busy host."""
     return _seconds("XINFERENCE_STREAM_PULL_TIMEOUT", 30.0)
+
+
+def event_loop() -> str:
+    """``XINFERENCE_EVENT_LOOP``: the event loop the platform's own processes run on (the API with the supervisor,
+    and a worker; model processes follow xoscar's ``XOSCAR_USE_UVLOOP``). ``auto`` (the default): uvloop where it
+    is installed, else asyncio's; ``uvloop`` insists on it; ``asyncio`` keeps the standard loop. Each hand-over
+    of streamed chunks is a few loop passes in the API process, which uvloop makes cheaper. Any other value is
+    returned as it is, for :mod:`xinference.deploy.event_loop` to refuse by name."""
+    return os.environ.get("XINFERENCE_EVENT_LOOP", "auto").strip().lower() or "auto"
 
 
 def stream_channel() -> bool:

@@ -10,7 +10,6 @@ The internal actor ports carry pickled messages: bind them (``--host``) to a pri
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import click
@@ -22,6 +21,7 @@ from xinference.api.mcp.config import McpConfig
 from xinference.core.refs import WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
+from xinference.deploy import event_loop
 from xinference.deploy.bootstrap import (
     MCP_CONFIG_HELP,
     create_pool,
@@ -97,9 +97,10 @@ async def run_worker(supervisor_address: str, host: str, port: int) -> None:
 @click.option("--mcp-config", envvar="XINFERENCE_MCP_CONFIG", default=None, metavar="FILE", help=MCP_CONFIG_HELP)
 def supervisor_main(host: str, port: int, supervisor_port: int, log_level: str, mcp_config: str | None) -> None:
     """Run the API and the supervisor of a cluster."""
+    loop = event_loop.choose()  # a bad XINFERENCE_EVENT_LOOP stops here, before logs or pools
     mcp = read_mcp_config(mcp_config)
     setup_logging(log_level, settings.logs_dir() / "supervisor.log")
-    asyncio.run(run_supervisor(host, port, supervisor_port, log_level.lower(), mcp))
+    event_loop.run(run_supervisor(host, port, supervisor_port, log_level.lower(), mcp), loop)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,9 +117,10 @@ def supervisor_main(host: str, port: int, supervisor_port: int, log_level: str, 
 @click.option("--log-level", default="info", show_default=True, type=_LOG_LEVELS)
 def worker_main(endpoint: str, host: str, worker_port: int, api_key: str | None, log_level: str) -> None:
     """Run a worker that joins the supervisor at ENDPOINT."""
+    loop = event_loop.choose()  # a bad XINFERENCE_EVENT_LOOP stops here, before logs or pools
     setup_logging(log_level, settings.logs_dir() / "worker.log")
     address = discover_supervisor(endpoint, api_key)
-    asyncio.run(run_worker(address, host, worker_port))
+    event_loop.run(run_worker(address, host, worker_port), loop)
 
 
 if __name__ == "__main__":  # python -m xinference.deploy.cluster supervisor|worker [options]

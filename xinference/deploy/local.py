@@ -7,7 +7,6 @@ left running.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -19,7 +18,7 @@ from xinference.api.mcp.config import McpConfig
 from xinference.core.refs import SupervisorRef, WorkerRef
 from xinference.core.supervisor import SupervisorActor
 from xinference.core.worker import WorkerActor
-from xinference.deploy import resume_gc
+from xinference.deploy import event_loop, resume_gc
 from xinference.deploy.bootstrap import MCP_CONFIG_HELP, create_pool, read_mcp_config, serve_api, stop_worker
 from xinference.deploy.logs import setup_logging
 
@@ -86,9 +85,10 @@ async def _launch_default(supervisor: SupervisorRef, model_name: str) -> None:
 @click.option("--mcp-config", envvar="XINFERENCE_MCP_CONFIG", default=None, metavar="FILE", help=MCP_CONFIG_HELP)
 def main(host: str, port: int, log_level: str, launch: tuple[str, ...], mcp_config: str | None) -> None:
     """Run Xinference on this machine: API, supervisor and worker."""
+    loop = event_loop.choose()  # a bad XINFERENCE_EVENT_LOOP stops here, before logs or pools
     mcp = read_mcp_config(mcp_config)
     setup_logging(log_level, settings.logs_dir() / "local.log")
-    asyncio.run(run_local(host, port, log_level.lower(), launch, mcp_config=mcp))
+    event_loop.run(run_local(host, port, log_level.lower(), launch, mcp_config=mcp), loop)
 
 
 if __name__ == "__main__":
