@@ -92,6 +92,7 @@ def test_deploy_keeps_only_process_bootstrapping() -> None:
         "__init__.py",
         "bootstrap.py",
         "cluster.py",
+        "event_loop.py",
         "local.py",
         "logs.py",
     ]
